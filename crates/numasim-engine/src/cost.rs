@@ -1,0 +1,51 @@
+//! Machine cost profile: every constant comes from a profile file that cites its source.
+
+use serde::{Deserialize, Serialize};
+
+pub const PAGE_SIZE: f64 = 4096.0;
+const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CostProfile {
+    /// Per-thread streaming store bandwidth, GiB/s, [cpu node][memory node], thread alone on a core.
+    pub stream_gibps: Vec<Vec<f64>>,
+    /// Bandwidth share of each of two busy SMT siblings, relative to a lone thread.
+    pub smt_share: f64,
+    /// Idle load-to-use latency, ns, [cpu node][memory node].
+    pub latency_ns: Vec<Vec<f64>>,
+    /// Memory-controller bandwidth per node, GiB/s.
+    pub node_bandwidth_gibps: Vec<f64>,
+    /// Interconnect bandwidth per direction between two nodes, GiB/s.
+    pub interconnect_gibps: f64,
+    pub fault_entry_exit_ns: f64,
+    pub clear_page_ns: f64,
+    pub pte_update_ns: f64,
+    pub hint_fault_ns: f64,
+    pub migrate_page_ns: f64,
+    pub page_copy_gibps: f64,
+    pub ipi_send_ns: f64,
+    pub ipi_per_target_ns: f64,
+    pub ipi_receive_ns: f64,
+    pub tlb_flush_local_all_ns: f64,
+    pub tlb_flush_local_one_ns: f64,
+}
+
+impl CostProfile {
+    /// Nanoseconds for a lone thread on `cpu_node` to stream one page to `mem_node`.
+    pub fn page_stream_ns(&self, cpu_node: usize, mem_node: usize) -> f64 {
+        PAGE_SIZE / (self.stream_gibps[cpu_node][mem_node] * GIB / 1e9)
+    }
+
+    /// copy_page from `src` to `dst` by a CPU on `cpu_node`, ns: the slower side sets the pace.
+    pub fn page_copy_ns(&self, cpu_node: usize, src: usize, dst: usize) -> f64 {
+        let local = self.stream_gibps[cpu_node][cpu_node];
+        let ratio = self.stream_gibps[cpu_node][src].min(self.stream_gibps[cpu_node][dst]) / local;
+        PAGE_SIZE / (self.page_copy_gibps * ratio * GIB / 1e9)
+    }
+
+    /// Bytes per ns of a GiB/s figure.
+    pub fn bytes_per_ns(gibps: f64) -> f64 {
+        gibps * GIB / 1e9
+    }
+}

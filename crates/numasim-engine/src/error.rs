@@ -1,0 +1,56 @@
+//! Engine errors: every bad input becomes one of these, never a panic.
+
+use serde::Serialize;
+use std::fmt;
+
+/// One problem found in a scenario, with where it is and a stable kind.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ScenarioProblem {
+    /// Dotted path (`machine.nodes`) or `line L, column C` for syntax errors.
+    pub loc: String,
+    /// Stable machine-readable kind: `toml_syntax`, `unknown_key`, `invalid_value`,
+    /// `impossible_topology`, `exceeds_machine_memory`, `not_modelled`.
+    pub kind: String,
+    pub msg: String,
+}
+
+impl ScenarioProblem {
+    pub fn new(loc: impl Into<String>, kind: &str, msg: impl Into<String>) -> Self {
+        Self { loc: loc.into(), kind: kind.to_string(), msg: msg.into() }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The scenario is malformed or impossible; all problems are listed.
+    #[error("invalid scenario: {}", format_problems(.0))]
+    Scenario(Vec<ScenarioProblem>),
+    /// The host cannot hold the simulation state.
+    #[error("simulation needs about {needed} bytes of host memory but only {available} are available")]
+    Capacity { needed: u64, available: u64 },
+    /// The simulated kernel ran out of memory (e.g. MPOL_BIND node full).
+    #[error("simulated out-of-memory at t={at_s:.3}s: {detail}")]
+    OutOfMemory { at_s: f64, detail: String },
+    /// A kernel invariant broke: this is an engine bug.
+    #[error("invariant {name} violated at t={at_s:.3}s: {detail}")]
+    Invariant { name: String, at_s: f64, detail: String },
+}
+
+fn format_problems(p: &[ScenarioProblem]) -> String {
+    p.iter().map(|x| format!("{}: {}", x.loc, x.msg)).collect::<Vec<_>>().join("; ")
+}
+
+impl Error {
+    pub fn scenario(loc: impl Into<String>, kind: &str, msg: impl Into<String>) -> Self {
+        Error::Scenario(vec![ScenarioProblem::new(loc, kind, msg)])
+    }
+}
+
+impl fmt::Display for ScenarioProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {} ({})", self.loc, self.msg, self.kind)
+    }
+}
+
+pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,94 @@
+//! The named kernel changes numasim can switch on and off: one table, like ruff's rule table.
+
+use serde::Serialize;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FeatureInfo {
+    pub name: &'static str,
+    /// First mainline release that has the change.
+    pub since: &'static str,
+    /// Seed changelog (file prefix in shared/seeds) or upstream commit.
+    pub seed: &'static str,
+    pub summary: &'static str,
+    /// Whether the engine models the switch yet; an unmodelled feature may only keep its default.
+    pub modelled: bool,
+    /// Value in the default (v6.12-like) kernel.
+    pub default: bool,
+}
+
+macro_rules! features {
+    ($( $id:ident = ($name:literal, $since:literal, $seed:literal, $modelled:literal, $default:literal, $summary:literal) ),* $(,)?) => {
+        /// Index of a feature in [`FEATURES`].
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        #[repr(usize)]
+        pub enum Feature { $( $id ),* }
+        pub const FEATURES: &[FeatureInfo] = &[
+            $( FeatureInfo { name: $name, since: $since, seed: $seed, summary: $summary, modelled: $modelled, default: $default } ),*
+        ];
+    };
+}
+
+features! {
+    NumaDelayMap = ("numa-delay-map", "5.13", "000 (b99a342d4f11)", true, true,
+        "do_numa_page keeps the PTE PROT_NONE while migrating; maps it only if migration is skipped or fails"),
+    NumaPreserveWrite = ("numa-preserve-write", "4.0", "003 (patch 2/3)", true, true,
+        "the write bit survives a NUMA hinting fault: no extra write fault afterwards"),
+    NumaSlowscanOnMigrateFail = ("numa-slowscan-on-migrate-fail", "4.0", "003 (patch 3/3)", true, true,
+        "TNF_MIGRATE_FAIL feeds numa_faults_locality[2], which doubles the scan period"),
+    GroupByVmaFlags = ("group-by-vma-flags", "4.0", "003 (patch 1/3)", false, false,
+        "TNF_NO_GROUP from !(vm_flags & VM_WRITE) instead of !pte_dirty (numa_group joining)"),
+    GroupByPteDirty = ("group-by-pte-dirty", "3.8", "003 (before)", false, false,
+        "TNF_NO_GROUP from !pte_dirty (kernels before 4.0)"),
+    VmaNumabState = ("vma-numab-state", "6.4", "spec 1.5-1.6", true, true,
+        "per-VMA scan delay and PID-activity filter in task_numa_work (vma_is_accessed)"),
+    MigrateBatchFlush = ("migrate-batch-flush", "6.3", "002 (7e12beb8ca2a)", false, true,
+        "migrate_pages() unmaps up to 512 pages, flushes the TLB once, then copies and remaps"),
+    MigrateSkipInaccessibleFlush = ("migrate-skip-inaccessible-flush", "6.4", "4d4b6d66db63", false, true,
+        "the batched unmap skips the deferred flush when the PTE is not accessible"),
+    NumaMthp = ("numa-mthp", "6.10", "001", false, true,
+        "NUMA balancing scans and migrates PTE-mapped multi-size THP"),
+    NumaSkipPinned = ("numa-skip-pinned", "RFC 2023", "004 (patch 2/3)", false, false,
+        "change_prot_numa leaves maybe-DMA-pinned pages accessible"),
+    MmuNotifierRangeNuma = ("mmu-notifier-range-numa", "RFC 2023", "004 (patch 1/3)", false, false,
+        "MMU_NOTIFIER_RANGE_NUMA flag on NUMA-purpose invalidations"),
+    KvmSkipPinnedZap = ("kvm-skip-pinned-zap", "RFC 2023", "004 (patch 3/3)", false, false,
+        "KVM keeps SPTEs of maybe-pinned pages on NUMA invalidations"),
+}
+
+impl Feature {
+    pub fn info(self) -> &'static FeatureInfo {
+        &FEATURES[self as usize]
+    }
+}
+
+/// Feature switches of one run, indexed by [`Feature`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FeatureSet(pub Vec<bool>);
+
+impl Default for FeatureSet {
+    fn default() -> Self {
+        FeatureSet(FEATURES.iter().map(|f| f.default).collect())
+    }
+}
+
+impl FeatureSet {
+    pub fn on(&self, f: Feature) -> bool {
+        self.0[f as usize]
+    }
+    pub fn index_of(name: &str) -> Option<usize> {
+        FEATURES.iter().position(|f| f.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn table_names_are_unique_and_indexed_in_order() {
+        for (i, f) in FEATURES.iter().enumerate() {
+            assert_eq!(FeatureSet::index_of(f.name), Some(i), "{}", f.name);
+        }
+        assert_eq!(Feature::NumaDelayMap.info().name, "numa-delay-map");
+        assert_eq!(Feature::KvmSkipPinnedZap.info().name, "kvm-skip-pinned-zap");
+    }
+}

@@ -1,0 +1,50 @@
+//! Kernel invariants checked during every run: a violation is an engine bug, reported as an error.
+
+use crate::error::{Error, Result};
+use crate::kernel::Kernel;
+use crate::vmstat::VmEvent;
+
+fn fail(k: &Kernel, name: &str, detail: String) -> Error {
+    Error::Invariant { name: name.into(), at_s: k.now as f64 / 1e9, detail }
+}
+
+/// Counter relations and page conservation (cheap; run at every sample).
+pub fn check_counters(k: &Kernel) -> Result<()> {
+    let v = &k.vmstat;
+    if v.get(VmEvent::NumaHintFaultsLocal) > v.get(VmEvent::NumaHintFaults) {
+        return Err(fail(k, "hint_local_le_hint_faults", format!("{} > {}", v.get(VmEvent::NumaHintFaultsLocal), v.get(VmEvent::NumaHintFaults))));
+    }
+    if v.get(VmEvent::NumaPagesMigrated) > v.get(VmEvent::PgmigrateSuccess) {
+        return Err(fail(k, "numa_migrated_le_pgmigrate_success", String::new()));
+    }
+    for (n, node) in k.nodes.iter().enumerate() {
+        let held: u64 = k.mms.iter().map(|m| m.node_pages[n]).sum();
+        if held != node.used {
+            return Err(fail(k, "pages_conserved", format!("node {n}: mms hold {held} pages, allocator says {}", node.used)));
+        }
+        if node.used > node.present {
+            return Err(fail(k, "node_capacity", format!("node {n}: {} used > {} present", node.used, node.present)));
+        }
+    }
+    Ok(())
+}
+
+/// Page arrays agree with the block summaries and the mm's per-node counts (O(pages)).
+pub fn check_mm(k: &Kernel, mm: usize) -> Result<()> {
+    let m = &k.mms[mm];
+    let mut per_node = vec![0u64; k.topo.nr_nodes];
+    for (vi, v) in m.vmas.iter().enumerate() {
+        if v.pt.recount() != v.pt.blocks {
+            return Err(fail(k, "block_summaries", format!("mm {} vma {vi}: block summary differs from pages", m.tgid)));
+        }
+        for b in &v.pt.blocks {
+            for (n, c) in per_node.iter_mut().enumerate() {
+                *c += b.node[n] as u64;
+            }
+        }
+    }
+    if per_node[..] != m.node_pages[..k.topo.nr_nodes] {
+        return Err(fail(k, "mm_node_pages", format!("mm {}: pages {per_node:?} vs counters {:?}", m.tgid, &m.node_pages[..k.topo.nr_nodes])));
+    }
+    Ok(())
+}

@@ -1,0 +1,98 @@
+//! The simulated machine and kernel state that every mechanism module works on.
+
+use crate::cost::CostProfile;
+use crate::features::Feature;
+use crate::mm::page_alloc::NodeMem;
+use crate::mm::types::Mm;
+use crate::scenario::{KernelConfig, Scenario};
+use crate::sched::task::Task;
+use crate::topology::Topology;
+use crate::vmstat::{VmEvent, VmStat};
+
+/// One CPU's runqueue; `rq[0]` is the task running on it.
+#[derive(Debug, Clone, Default)]
+pub struct Cpu {
+    pub rq: Vec<usize>,
+}
+
+impl Cpu {
+    pub fn curr(&self) -> Option<usize> {
+        self.rq.first().copied()
+    }
+}
+
+/// Counts of the NUMA work the engine did (what its cost should grow with).
+#[derive(Debug, Clone, Default)]
+pub struct SimEvents {
+    pub pte_updates: u64,
+    pub hint_faults: u64,
+    pub migrations: u64,
+}
+
+pub struct Kernel {
+    pub topo: Topology,
+    pub cost: CostProfile,
+    pub cfg: KernelConfig,
+    /// Start of the current tick, ns.
+    pub now: u64,
+    pub tick_ns: u64,
+    pub mms: Vec<Mm>,
+    pub tasks: Vec<Task>,
+    pub cpus: Vec<Cpu>,
+    pub nodes: Vec<NodeMem>,
+    pub vmstat: VmStat,
+    /// /proc/interrupts "TLB shootdowns", per CPU.
+    pub irq_tlb_count: Vec<u64>,
+    pub events: SimEvents,
+    /// Tasks cloned during this tick, placed at its end (wake_up_new_task).
+    pub spawned: Vec<usize>,
+    /// Tasks asking to leave a CPU they are no longer allowed on.
+    pub displaced: Vec<usize>,
+    pub oom: Option<String>,
+}
+
+impl Kernel {
+    pub fn new(s: &Scenario) -> Self {
+        let topo = s.machine.topology.clone();
+        let nodes = NodeMem::for_topology(&topo);
+        Kernel {
+            cpus: vec![Cpu::default(); topo.nr_cpus()],
+            irq_tlb_count: vec![0; topo.nr_cpus()],
+            nodes,
+            topo,
+            cost: s.machine.cost.clone(),
+            cfg: s.kernel.clone(),
+            now: 0,
+            tick_ns: 1_000_000_000 / s.kernel.hz as u64,
+            mms: Vec::new(),
+            tasks: Vec::new(),
+            vmstat: VmStat::default(),
+            events: SimEvents::default(),
+            spawned: Vec::new(),
+            displaced: Vec::new(),
+            oom: None,
+        }
+    }
+
+    #[inline]
+    pub fn count(&mut self, e: VmEvent, n: u64) {
+        self.vmstat.count(e, n);
+    }
+
+    pub fn feature(&self, f: Feature) -> bool {
+        self.cfg.features.on(f)
+    }
+
+    pub fn numa_balancing(&self) -> bool {
+        self.cfg.numa_balancing
+    }
+
+    pub fn cpu_node(&self, cpu: usize) -> usize {
+        self.topo.cpu_node[cpu]
+    }
+
+    /// Node the task currently runs on.
+    pub fn task_node(&self, t: usize) -> usize {
+        self.topo.cpu_node[self.tasks[t].cpu]
+    }
+}

@@ -1,0 +1,63 @@
+//! Memory bandwidth sharing: per-thread stream rates, SMT siblings, memory controllers and the
+//! interconnect, solved once per tick from each thread's node mix of the previous tick.
+
+use crate::cost::{CostProfile, PAGE_SIZE};
+use crate::kernel::Kernel;
+use crate::topology::MAX_NODES;
+
+impl Kernel {
+    /// Set `page_cost` (ns per page to each memory node) for every running task.
+    pub fn update_page_costs(&mut self) {
+        let nr = self.topo.nr_nodes;
+        let running: Vec<(usize, usize)> = (0..self.cpus.len()).filter_map(|c| self.cpus[c].curr().map(|t| (c, t))).collect();
+        let mut busy = vec![false; self.cpus.len()];
+        for &(c, _) in &running {
+            busy[c] = true;
+        }
+        // unconstrained per-thread rates (bytes/ns) and demand per node and per link
+        let mut node_demand = [0.0f64; MAX_NODES];
+        let mut link_demand = [[0.0f64; MAX_NODES]; MAX_NODES];
+        let mut lone_rate = Vec::with_capacity(running.len());
+        for &(c, t) in &running {
+            let a = self.cpu_node(c);
+            let share = if self.topo.siblings(c).any(|s| busy[s]) { self.cost.smt_share } else { 1.0 };
+            let p = &mut self.tasks[t];
+            p.last_bytes = p.cur_bytes;
+            p.cur_bytes = [0.0; MAX_NODES];
+            let total: f64 = p.last_bytes[..nr].iter().sum();
+            let mut mix = [0.0f64; MAX_NODES];
+            if total > 0.0 {
+                for n in 0..nr {
+                    mix[n] = p.last_bytes[n] / total;
+                }
+            } else {
+                mix[a] = 1.0;
+            }
+            let bw = |n: usize| CostProfile::bytes_per_ns(self.cost.stream_gibps[a][n]) * share;
+            let inv: f64 = (0..nr).map(|n| mix[n] / bw(n)).sum();
+            let rate = 1.0 / inv;
+            for n in 0..nr {
+                node_demand[n] += rate * mix[n];
+                if n != a {
+                    link_demand[a][n] += rate * mix[n];
+                }
+            }
+            lone_rate.push(share);
+        }
+        let link_cap = CostProfile::bytes_per_ns(self.cost.interconnect_gibps);
+        for (i, &(c, t)) in running.iter().enumerate() {
+            let a = self.cpu_node(c);
+            let share = lone_rate[i];
+            let mut cost = [0.0f64; MAX_NODES];
+            for n in 0..nr {
+                let node_cap = CostProfile::bytes_per_ns(self.cost.node_bandwidth_gibps[n]);
+                let mut slow = (node_demand[n] / node_cap).max(1.0);
+                if n != a {
+                    slow = slow.max(link_demand[a][n] / link_cap);
+                }
+                cost[n] = PAGE_SIZE / (CostProfile::bytes_per_ns(self.cost.stream_gibps[a][n]) * share) * slow;
+            }
+            self.tasks[t].page_cost = cost;
+        }
+    }
+}

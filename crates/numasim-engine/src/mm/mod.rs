@@ -1,0 +1,9 @@
+//! Memory management, one module per kernel file (mm/).
+
+pub mod memory;
+pub mod mempolicy;
+pub mod migrate;
+pub mod mprotect;
+pub mod page_alloc;
+pub mod pgtable;
+pub mod types;

@@ -1,0 +1,88 @@
+//! Per-node free pages, watermarks and the page allocator's node choice (mm/page_alloc.c).
+
+use crate::kernel::Kernel;
+use crate::mm::mempolicy::Mempolicy;
+use crate::topology::Topology;
+use crate::vmstat::VmEvent;
+
+/// One node's memory (struct pglist_data, a single ZONE_NORMAL).
+#[derive(Debug, Clone)]
+pub struct NodeMem {
+    pub present: u64,
+    pub used: u64,
+    pub wmark_min: u64,
+    pub wmark_low: u64,
+    pub wmark_high: u64,
+}
+
+impl NodeMem {
+    // mm/page_alloc.c: calculate_min_free_kbytes + __setup_per_zone_wmarks (watermark_scale_factor 10)
+    pub fn for_topology(t: &Topology) -> Vec<NodeMem> {
+        let total: u64 = t.node_pages.iter().sum();
+        let min_free_kbytes = ((4.0 * ((total * 4) as f64).sqrt()) as u64).clamp(128, 262144);
+        let min_free_pages = min_free_kbytes / 4;
+        t.node_pages
+            .iter()
+            .map(|&present| {
+                let min = min_free_pages * present / total.max(1);
+                let delta = (min / 4).max(present * 10 / 10000);
+                NodeMem { present, used: 0, wmark_min: min, wmark_low: min + delta, wmark_high: min + 2 * delta }
+            })
+            .collect()
+    }
+
+    pub fn free(&self) -> u64 {
+        self.present - self.used
+    }
+}
+
+impl Kernel {
+    /// Allocate one page for a fault by a task on `cpu` under `pol`; returns its node.
+    // mm/page_alloc.c: __alloc_pages (fast path at the low watermark, then min), zonelist by distance
+    pub fn alloc_page(&mut self, pol: &Mempolicy, cpu: usize) -> Option<usize> {
+        let this = self.cpu_node(cpu);
+        let (preferred, mask) = pol.alloc_nodes(this, self.topo.nr_nodes);
+        let order = self.topo.nodes_by_distance(preferred);
+        let allowed = |n: &usize| mask & (1 << n) != 0;
+        let pick = |wmark: fn(&NodeMem) -> u64| order.iter().copied().filter(allowed).find(|&n| self.nodes[n].free() > wmark(&self.nodes[n]));
+        let node = pick(|m| m.wmark_low).or_else(|| pick(|m| m.wmark_min))?;
+        self.nodes[node].used += 1;
+        self.zone_statistics(preferred, node, this);
+        self.count(VmEvent::Pgalloc, 1);
+        Some(node)
+    }
+
+    /// Allocate on exactly `node` without reclaim (__GFP_THISNODE | __GFP_NORETRY), e.g. a migration target.
+    pub fn alloc_page_thisnode(&mut self, node: usize, cpu: usize) -> bool {
+        if self.nodes[node].free() <= self.nodes[node].wmark_min {
+            return false;
+        }
+        self.nodes[node].used += 1;
+        self.zone_statistics(node, node, self.cpu_node(cpu));
+        self.count(VmEvent::Pgalloc, 1);
+        true
+    }
+
+    pub fn free_page(&mut self, node: usize) {
+        self.nodes[node].used -= 1;
+        self.count(VmEvent::Pgfree, 1);
+    }
+
+    // mm/vmstat.c: zone_statistics
+    fn zone_statistics(&mut self, preferred: usize, node: usize, this: usize) {
+        if node == preferred {
+            self.count(VmEvent::NumaHit, 1);
+        } else {
+            self.count(VmEvent::NumaMiss, 1);
+            self.count(VmEvent::NumaForeign, 1);
+        }
+        self.count(if node == this { VmEvent::NumaLocal } else { VmEvent::NumaOther }, 1);
+    }
+
+    /// migrate_balanced_pgdat: the target keeps free > high watermark + nr after the move.
+    // mm/migrate.c: migrate_balanced_pgdat
+    pub fn migrate_balanced_pgdat(&self, node: usize, nr: u64) -> bool {
+        let m = &self.nodes[node];
+        m.free() > m.wmark_high + nr
+    }
+}

@@ -1,0 +1,193 @@
+//! Per-page state in compact arrays (one entry per 4 KiB page of a VMA), plus per-2 MiB block
+//! summaries so that an access stream can cross a block whose pages need no fault in O(nodes).
+//!
+//! Per page: node (u8), PTE flags (u8), last_cpupid (u32): 6 bytes.
+
+use crate::topology::MAX_NODES;
+
+pub const NO_NODE: u8 = 0xff;
+/// PTE is a NUMA hinting PROT_NONE entry (pte_protnone).
+pub const PTE_PROTNONE: u8 = 1 << 0;
+/// PTE is writable (pte_write).
+pub const PTE_WRITE: u8 = 1 << 1;
+/// Page has been written (pte_dirty).
+pub const PTE_DIRTY: u8 = 1 << 2;
+/// `last_cpupid` of a page that no hint fault has stamped (include/linux/mm.h: all ones).
+pub const CPUPID_UNSET: u32 = u32::MAX;
+/// Pages per PMD (HPAGE_PMD_NR): the block size of the summaries.
+pub const BLOCK_PAGES: u64 = 512;
+
+/// Summary of one 2 MiB block: populated pages per node, and how many need a fault.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Block {
+    pub node: [u16; MAX_NODES],
+    pub populated: u16,
+    pub protnone: u16,
+    /// Populated, present (not PROT_NONE) and not writable: a write takes a write fault.
+    pub nowrite: u16,
+}
+
+#[derive(Debug, Clone)]
+pub struct PageTable {
+    pub node: Vec<u8>,
+    pub flags: Vec<u8>,
+    pub cpupid: Vec<u32>,
+    pub blocks: Vec<Block>,
+}
+
+impl PageTable {
+    pub fn new(npages: u64) -> Self {
+        let n = npages as usize;
+        let nb = npages.div_ceil(BLOCK_PAGES) as usize;
+        PageTable { node: vec![NO_NODE; n], flags: vec![0; n], cpupid: vec![CPUPID_UNSET; n], blocks: vec![Block::default(); nb] }
+    }
+
+    pub fn len(&self) -> u64 {
+        self.node.len() as u64
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.node.is_empty()
+    }
+
+    pub fn block_len(&self, b: usize) -> u64 {
+        (self.len() - b as u64 * BLOCK_PAGES).min(BLOCK_PAGES)
+    }
+
+    /// Every page of block `b` can be accessed without a fault (a write also needs the write bit).
+    #[inline]
+    pub fn block_clean(&self, b: usize, write: bool) -> bool {
+        let k = &self.blocks[b];
+        k.populated as u64 == self.block_len(b) && k.protnone == 0 && (!write || k.nowrite == 0)
+    }
+
+    pub fn populated(&self, i: u64) -> bool {
+        self.node[i as usize] != NO_NODE
+    }
+
+    pub fn protnone(&self, i: u64) -> bool {
+        self.flags[i as usize] & PTE_PROTNONE != 0
+    }
+
+    pub fn writable(&self, i: u64) -> bool {
+        self.flags[i as usize] & PTE_WRITE != 0
+    }
+
+    fn blk(i: u64) -> usize {
+        (i / BLOCK_PAGES) as usize
+    }
+
+    fn counts_nowrite(f: u8) -> bool {
+        f & (PTE_PROTNONE | PTE_WRITE) == 0
+    }
+
+    fn set_flags(&mut self, i: u64, f: u8) {
+        let old = self.flags[i as usize];
+        let k = &mut self.blocks[Self::blk(i)];
+        if self.node[i as usize] != NO_NODE {
+            k.protnone = k.protnone - (old & PTE_PROTNONE != 0) as u16 + (f & PTE_PROTNONE != 0) as u16;
+            k.nowrite = k.nowrite - Self::counts_nowrite(old) as u16 + Self::counts_nowrite(f) as u16;
+        }
+        self.flags[i as usize] = f;
+    }
+
+    /// Map a new page on `node` (do_anonymous_page / set_pte_at).
+    pub fn populate(&mut self, i: u64, node: usize, flags: u8) {
+        debug_assert!(!self.populated(i));
+        self.node[i as usize] = node as u8;
+        self.flags[i as usize] = 0;
+        self.cpupid[i as usize] = CPUPID_UNSET;
+        let k = &mut self.blocks[Self::blk(i)];
+        k.node[node] += 1;
+        k.populated += 1;
+        k.nowrite += 1;
+        self.set_flags(i, flags);
+    }
+
+    /// Unmap a page (exit_mmap / free); returns its node.
+    pub fn unpopulate(&mut self, i: u64) -> usize {
+        let n = self.node[i as usize] as usize;
+        self.set_flags(i, PTE_WRITE);
+        let k = &mut self.blocks[Self::blk(i)];
+        k.node[n] -= 1;
+        k.populated -= 1;
+        self.node[i as usize] = NO_NODE;
+        self.cpupid[i as usize] = CPUPID_UNSET;
+        n
+    }
+
+    /// pte_modify(pte, PAGE_NONE): PRESENT and RW cleared, pfn/dirty kept.
+    pub fn make_protnone(&mut self, i: u64) {
+        let f = (self.flags[i as usize] | PTE_PROTNONE) & !PTE_WRITE;
+        self.set_flags(i, f);
+    }
+
+    /// Restore a hinting PTE to present, writable or not.
+    pub fn make_present(&mut self, i: u64, write: bool) {
+        let f = self.flags[i as usize] & !PTE_PROTNONE;
+        self.set_flags(i, if write { f | PTE_WRITE } else { f & !PTE_WRITE });
+    }
+
+    /// A write fault made the PTE writable and dirty.
+    pub fn make_writable(&mut self, i: u64) {
+        let f = self.flags[i as usize] | PTE_WRITE | PTE_DIRTY;
+        self.set_flags(i, f);
+    }
+
+    /// The page moved to `to` (migration keeps the PTE flags given by the caller).
+    pub fn set_node(&mut self, i: u64, to: usize) {
+        let from = self.node[i as usize] as usize;
+        let k = &mut self.blocks[Self::blk(i)];
+        k.node[from] -= 1;
+        k.node[to] += 1;
+        self.node[i as usize] = to as u8;
+    }
+
+    /// Recount block summaries from the page arrays (invariant checks only).
+    pub fn recount(&self) -> Vec<Block> {
+        let mut v = vec![Block::default(); self.blocks.len()];
+        for i in 0..self.len() {
+            if !self.populated(i) {
+                continue;
+            }
+            let k = &mut v[Self::blk(i)];
+            let f = self.flags[i as usize];
+            k.node[self.node[i as usize] as usize] += 1;
+            k.populated += 1;
+            k.protnone += (f & PTE_PROTNONE != 0) as u16;
+            k.nowrite += Self::counts_nowrite(f) as u16;
+        }
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_page_state_stays_within_six_bytes() {
+        let sz = std::mem::size_of::<u8>() * 2 + std::mem::size_of::<u32>();
+        assert_eq!(sz, 6);
+    }
+
+    #[test]
+    fn block_summary_tracks_protnone_and_write() {
+        let mut pt = PageTable::new(1000);
+        assert!(!pt.block_clean(0, false));
+        for i in 0..512 {
+            pt.populate(i, 1, PTE_WRITE);
+        }
+        assert!(pt.block_clean(0, true));
+        pt.make_protnone(7);
+        assert!(!pt.block_clean(0, false));
+        pt.make_present(7, false);
+        assert!(pt.block_clean(0, false) && !pt.block_clean(0, true));
+        pt.make_writable(7);
+        pt.set_node(3, 0);
+        assert!(pt.block_clean(0, true));
+        assert_eq!(pt.blocks[0].node[0], 1);
+        assert_eq!(pt.recount(), pt.blocks);
+        assert_eq!(pt.block_len(1), 488);
+    }
+}

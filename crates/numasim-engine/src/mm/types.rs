@@ -1,0 +1,74 @@
+//! Address spaces and VMAs (include/linux/mm_types.h: struct mm_struct, struct vm_area_struct).
+
+use super::mempolicy::Mempolicy;
+use super::pgtable::PageTable;
+use crate::topology::MAX_NODES;
+
+pub const VM_READ: u32 = 0x1;
+pub const VM_WRITE: u32 = 0x2;
+pub const VM_EXEC: u32 = 0x4;
+pub const VM_SHARED: u32 = 0x8;
+
+/// struct vma_numab_state (v6.4+): per-VMA scan delay and PID activity.
+#[derive(Debug, Clone, Default)]
+pub struct VmaNumabState {
+    pub next_scan: u64,
+    pub pids_active_reset: u64,
+    pub pids_active: [u64; 2],
+    pub start_scan_seq: u32,
+    pub prev_scan_seq: u32,
+}
+
+/// struct vm_area_struct: a range of virtual pages [start, start + npages).
+#[derive(Debug, Clone)]
+pub struct Vma {
+    /// First virtual page number (2 MiB aligned, as thp_get_unmapped_area places large anon maps).
+    pub start: u64,
+    pub flags: u32,
+    /// Anonymous (true) or file-backed.
+    pub anon: bool,
+    /// VMA mempolicy (mbind); None falls back to the task's policy.
+    pub policy: Option<Mempolicy>,
+    pub pt: PageTable,
+    pub numab: Option<VmaNumabState>,
+}
+
+impl Vma {
+    pub fn end(&self) -> u64 {
+        self.start + self.pt.len()
+    }
+}
+
+/// struct mm_struct with the NUMA-balancing fields.
+#[derive(Debug, Clone)]
+pub struct Mm {
+    pub tgid: u32,
+    pub comm: String,
+    pub vmas: Vec<Vma>,
+    /// Live threads (mm_users).
+    pub users: u32,
+    pub numa_next_scan: u64,
+    pub numa_scan_offset: u64,
+    pub numa_scan_seq: u32,
+    /// Resident pages per node (what numa_maps / autonuma-benchmark's nmstat sum up).
+    pub node_pages: [u64; MAX_NODES],
+    pub exited: bool,
+}
+
+impl Mm {
+    pub fn new(tgid: u32, comm: &str) -> Self {
+        Mm { tgid, comm: comm.into(), vmas: Vec::new(), users: 0, numa_next_scan: 0, numa_scan_offset: 0, numa_scan_seq: 0, node_pages: [0; MAX_NODES], exited: false }
+    }
+
+    /// get_mm_rss
+    pub fn rss(&self) -> u64 {
+        self.node_pages.iter().sum()
+    }
+
+    /// Map a new anonymous VMA after the last one, 2 MiB aligned; returns its index.
+    pub fn mmap_anon(&mut self, npages: u64, flags: u32) -> usize {
+        let start = self.vmas.last().map(|v| v.end().div_ceil(512) * 512 + 512).unwrap_or(0x40000);
+        self.vmas.push(Vma { start, flags, anon: true, policy: None, pt: PageTable::new(npages), numab: None });
+        self.vmas.len() - 1
+    }
+}

@@ -1,0 +1,140 @@
+//! Run results: counters under /proc/vmstat names, times, and time series, as JSON.
+
+use crate::kernel::Kernel;
+use crate::scenario::Scenario;
+use crate::vmstat::{NR_VM_EVENTS, VM_EVENT_NAMES};
+use serde_json::{json, Map, Value};
+
+/// Time series sampled every `run.sample_interval_ms` (and at the end).
+#[derive(Debug, Default, Clone)]
+pub struct Samples {
+    pub time_ns: Vec<u64>,
+    pub vmstat: Vec<[u64; NR_VM_EVENTS]>,
+    /// (sample index, pid, node, resident pages): autonuma-benchmark's memory-per-node plot.
+    pub memory: Vec<(usize, u32, usize, u64)>,
+}
+
+impl Samples {
+    pub fn record(&mut self, k: &Kernel) {
+        let i = self.time_ns.len();
+        self.time_ns.push(k.now);
+        self.vmstat.push(k.vmstat.0);
+        for m in k.mms.iter().filter(|m| m.users > 0) {
+            for n in 0..k.topo.nr_nodes {
+                self.memory.push((i, m.tgid, n, m.node_pages[n]));
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ProcessResult {
+    pub pid: u32,
+    pub comm: String,
+    pub workload: usize,
+    pub threads: usize,
+    pub elapsed_s: f64,
+    pub user_s: f64,
+    pub system_s: f64,
+}
+
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    pub scenario: Value,
+    pub seed: u64,
+    pub counters: Vec<(&'static str, u64)>,
+    pub tlb_irqs: Vec<u64>,
+    pub elapsed_s: f64,
+    pub user_s: f64,
+    pub system_s: f64,
+    pub processes: Vec<ProcessResult>,
+    pub samples: Samples,
+    pub completed: bool,
+    pub ticks: u64,
+    pub nr_cpus: usize,
+    pub nr_nodes: usize,
+    pub events: (u64, u64, u64),
+}
+
+impl RunResult {
+    pub fn collect(s: &Scenario, k: &Kernel, samples: Samples, completed: bool, ticks: u64) -> Self {
+        let started = k.tasks.iter().filter(|t| t.start_ns > 0 || t.exit_ns > 0 || t.sum_exec_runtime > 0);
+        let first = started.clone().map(|t| t.start_ns).min().unwrap_or(0);
+        let last = k.tasks.iter().map(|t| t.exit_ns).max().unwrap_or(0).max(if completed { 0 } else { k.now });
+        let processes = k
+            .mms
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let ts: Vec<_> = k.tasks.iter().filter(|t| t.mm == i).collect();
+                let start = ts.iter().map(|t| t.start_ns).min().unwrap_or(0);
+                let end = ts.iter().map(|t| if t.exit_ns > 0 { t.exit_ns } else { k.now }).max().unwrap_or(0);
+                ProcessResult {
+                    pid: m.tgid,
+                    comm: m.comm.clone(),
+                    workload: ts.first().map(|t| t.workload).unwrap_or(0),
+                    threads: ts.len(),
+                    elapsed_s: (end - start) as f64 / 1e9,
+                    user_s: ts.iter().map(|t| t.user_ns).sum::<f64>() / 1e9,
+                    system_s: ts.iter().map(|t| t.sys_ns).sum::<f64>() / 1e9,
+                }
+            })
+            .collect::<Vec<_>>();
+        RunResult {
+            scenario: serde_json::to_value(s).unwrap_or(Value::Null),
+            seed: s.seed,
+            counters: VM_EVENT_NAMES.iter().copied().zip(k.vmstat.0.iter().copied()).collect(),
+            tlb_irqs: k.irq_tlb_count.clone(),
+            elapsed_s: (last - first) as f64 / 1e9,
+            user_s: processes.iter().map(|p| p.user_s).sum(),
+            system_s: processes.iter().map(|p| p.system_s).sum(),
+            processes,
+            samples,
+            completed,
+            ticks,
+            nr_cpus: k.topo.nr_cpus(),
+            nr_nodes: k.topo.nr_nodes,
+            events: (k.events.pte_updates, k.events.hint_faults, k.events.migrations),
+        }
+    }
+
+    pub fn counter(&self, name: &str) -> u64 {
+        self.counters.iter().find(|c| c.0 == name).map(|c| c.1).unwrap_or(0)
+    }
+
+    pub fn to_json(&self) -> Value {
+        let counters: Map<String, Value> = self.counters.iter().map(|(n, v)| (n.to_string(), json!(v))).collect();
+        let times: Vec<f64> = self.samples.time_ns.iter().map(|&t| t as f64 / 1e9).collect();
+        let mut vmstat = Map::new();
+        vmstat.insert("time_s".into(), json!(times));
+        for (i, name) in VM_EVENT_NAMES.iter().enumerate() {
+            vmstat.insert(name.to_string(), json!(self.samples.vmstat.iter().map(|r| r[i]).collect::<Vec<_>>()));
+        }
+        let mem = &self.samples.memory;
+        let memory = json!({
+            "time_s": mem.iter().map(|r| times[r.0]).collect::<Vec<_>>(),
+            "pid": mem.iter().map(|r| r.1).collect::<Vec<_>>(),
+            "node": mem.iter().map(|r| r.2).collect::<Vec<_>>(),
+            "pages": mem.iter().map(|r| r.3).collect::<Vec<_>>(),
+        });
+        let processes: Vec<Value> = self
+            .processes
+            .iter()
+            .map(|p| json!({"pid": p.pid, "comm": p.comm, "workload": p.workload, "threads": p.threads,
+                            "elapsed_s": p.elapsed_s, "user_s": p.user_s, "system_s": p.system_s}))
+            .collect();
+        json!({
+            "numasim_version": env!("CARGO_PKG_VERSION"),
+            "seed": self.seed,
+            "scenario": self.scenario,
+            "completed": self.completed,
+            "counters": counters,
+            "interrupts": {"TLB": {"total": self.tlb_irqs.iter().sum::<u64>(), "per_cpu": self.tlb_irqs}},
+            "times": {"elapsed_s": self.elapsed_s, "user_s": self.user_s, "system_s": self.system_s},
+            "processes": processes,
+            "series": {"vmstat": vmstat, "memory": memory},
+            "sim": {"ticks": self.ticks, "nr_cpus": self.nr_cpus, "nr_nodes": self.nr_nodes,
+                    "events": {"pte_updates": self.events.0, "hint_faults": self.events.1, "migrations": self.events.2}},
+        })
+    }
+}

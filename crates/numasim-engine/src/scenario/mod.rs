@@ -1,0 +1,71 @@
+//! Scenarios: TOML text -> raw options (unknown keys rejected) -> resolved [`Scenario`].
+//!
+//! Two layers as in ruff: `raw` mirrors what the user wrote, `resolve` checks everything at once
+//! and returns every problem with its location.
+
+mod profiles;
+pub(crate) mod raw;
+mod resolve;
+
+pub use profiles::{machine_profile_names, machine_profile_toml};
+pub use resolve::parse_scenario;
+
+use crate::cost::CostProfile;
+use crate::features::FeatureSet;
+use crate::topology::Topology;
+use crate::workload::WorkloadSpec;
+use serde::Serialize;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Scenario {
+    pub seed: u64,
+    pub machine: Machine,
+    pub kernel: KernelConfig,
+    pub workloads: Vec<WorkloadSpec>,
+    pub run: RunConfig,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Machine {
+    pub name: String,
+    pub description: String,
+    pub topology: Topology,
+    pub cost: CostProfile,
+}
+
+/// The kernel side: `kernel.numa_balancing`, CONFIG_HZ, the scan sysctls and named features.
+#[derive(Debug, Clone, Serialize)]
+pub struct KernelConfig {
+    pub numa_balancing: bool,
+    pub hz: u32,
+    pub sysctl: Sysctl,
+    /// Feature name -> on/off, in the order of `features::FEATURES`.
+    pub features: FeatureSet,
+}
+
+/// /sys/kernel/debug/sched/numa_balancing/* (sysctl kernel.numa_balancing_* before v5.13).
+#[derive(Debug, Clone, Serialize)]
+pub struct Sysctl {
+    pub numa_balancing_scan_delay_ms: u32,
+    pub numa_balancing_scan_period_min_ms: u32,
+    pub numa_balancing_scan_period_max_ms: u32,
+    pub numa_balancing_scan_size_mb: u32,
+}
+
+impl Default for Sysctl {
+    // kernel/sched/fair.c: sysctl_numa_balancing_scan_* defaults
+    fn default() -> Self {
+        Sysctl {
+            numa_balancing_scan_delay_ms: 1000,
+            numa_balancing_scan_period_min_ms: 1000,
+            numa_balancing_scan_period_max_ms: 60000,
+            numa_balancing_scan_size_mb: 256,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RunConfig {
+    pub sample_interval_ms: u64,
+    pub max_sim_s: f64,
+}

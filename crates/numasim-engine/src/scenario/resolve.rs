@@ -1,0 +1,386 @@
+//! Raw options -> concrete [`Scenario`], collecting every problem with its location.
+
+use super::profiles::{machine_profile_toml, DEFAULT_MACHINE};
+use super::raw::*;
+use super::{KernelConfig, Machine, RunConfig, Scenario, Sysctl};
+use crate::error::{Error, Result, ScenarioProblem};
+use crate::features::{FeatureSet, FEATURES};
+use crate::topology::{Topology, MAX_NODES};
+use crate::workload;
+
+type Problems = Vec<ScenarioProblem>;
+
+/// Parse and validate a scenario; on failure every problem found is returned.
+pub fn parse_scenario(text: &str) -> Result<Scenario> {
+    let mut value: toml::Value = toml::from_str(text).map_err(|e| syntax_error(&e))?;
+    merge_machine_profile(&mut value)?;
+    let raw: RawScenario = serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let msg = e.inner().to_string();
+        let kind = if msg.contains("unknown field") { "unknown_key" } else { "invalid_value" };
+        let loc = if path == "." { "scenario".to_string() } else { path };
+        Error::scenario(loc, kind, msg)
+    })?;
+    let mut p = Problems::new();
+    let machine = resolve_machine(raw.machine, &mut p);
+    let kernel = resolve_kernel(raw.kernel, &mut p);
+    let run = resolve_run(raw.run, &mut p);
+    let workloads = match &machine {
+        Some(m) => resolve_workloads(raw.workload, &m.topology, &mut p),
+        None => Vec::new(),
+    };
+    if !p.is_empty() {
+        return Err(Error::Scenario(p));
+    }
+    let machine = machine.expect("machine resolved when no problems");
+    Ok(Scenario { seed: raw.seed.unwrap_or(1), machine, kernel, workloads, run })
+}
+
+fn syntax_error(e: &toml::de::Error) -> Error {
+    let loc = match e.span() {
+        Some(s) => format!("byte {}", s.start),
+        None => "scenario".to_string(),
+    };
+    Error::scenario(loc, "toml_syntax", e.message().to_string())
+}
+
+/// `[machine] profile = "..."`: the built-in profile's keys, overridden by the scenario's.
+fn merge_machine_profile(value: &mut toml::Value) -> Result<()> {
+    let Some(root) = value.as_table_mut() else { return Ok(()) };
+    let machine = root.entry("machine").or_insert_with(|| toml::Value::Table(Default::default()));
+    let Some(mt) = machine.as_table_mut() else { return Ok(()) };
+    let name = match mt.get("profile") {
+        Some(toml::Value::String(s)) => s.clone(),
+        Some(_) => return Err(Error::scenario("machine.profile", "invalid_value", "must be a string")),
+        None if mt.contains_key("nodes") => return Ok(()),
+        None => DEFAULT_MACHINE.to_string(),
+    };
+    let Some(text) = machine_profile_toml(&name) else {
+        let known = super::machine_profile_names().join(", ");
+        return Err(Error::scenario(
+            "machine.profile",
+            "invalid_value",
+            format!("unknown machine profile `{name}`, expected one of {known}"),
+        ));
+    };
+    let mut base: toml::Value = toml::from_str(text).expect("built-in profiles parse");
+    deep_merge(&mut base, machine.clone());
+    base.as_table_mut().expect("profile is a table").insert("profile".into(), toml::Value::String(name));
+    *machine = base;
+    Ok(())
+}
+
+fn deep_merge(base: &mut toml::Value, over: toml::Value) {
+    match (base, over) {
+        (toml::Value::Table(b), toml::Value::Table(o)) => {
+            for (k, v) in o {
+                match b.get_mut(&k) {
+                    Some(bv) if bv.is_table() && v.is_table() => deep_merge(bv, v),
+                    _ => {
+                        b.insert(k, v);
+                    }
+                }
+            }
+        }
+        (b, o) => *b = o,
+    }
+}
+
+fn resolve_machine(raw: Option<RawMachine>, p: &mut Problems) -> Option<Machine> {
+    let Some(m) = raw else {
+        p.push(ScenarioProblem::new("machine", "invalid_value", "missing [machine]"));
+        return None;
+    };
+    let start = p.len();
+    let bad = |p: &mut Problems, loc: &str, msg: String| p.push(ScenarioProblem::new(loc, "impossible_topology", msg));
+    let nodes = match m.nodes {
+        None => {
+            p.push(ScenarioProblem::new("machine.nodes", "invalid_value", "missing: give `nodes` or a `profile`"));
+            return None;
+        }
+        Some(n) if n < 1 => {
+            bad(p, "machine.nodes", format!("a machine needs at least one node, got {n}"));
+            return None;
+        }
+        Some(n) if n as usize > MAX_NODES => {
+            bad(p, "machine.nodes", format!("at most {MAX_NODES} nodes are supported, got {n}"));
+            return None;
+        }
+        Some(n) => n as usize,
+    };
+    let smt = m.smt.unwrap_or(1);
+    if !(1..=8).contains(&smt) {
+        bad(p, "machine.smt", format!("SMT threads per core must be 1..=8, got {smt}"));
+    }
+    let cpus = match m.cpus_per_node.as_ref().map(|c| c.expand(nodes)) {
+        None => {
+            p.push(ScenarioProblem::new("machine.cpus_per_node", "invalid_value", "missing"));
+            None
+        }
+        Some(None) => {
+            bad(p, "machine.cpus_per_node", format!("needs one CPU count per node ({nodes} nodes)"));
+            None
+        }
+        Some(Some(v)) => {
+            for (n, &c) in v.iter().enumerate() {
+                if c < 1 {
+                    bad(p, "machine.cpus_per_node", format!("node {n} has no CPUs: CPU-less nodes are not modelled"));
+                } else if smt >= 1 && c % smt != 0 {
+                    bad(p, "machine.cpus_per_node", format!("node {n}: {c} CPUs is not a multiple of smt = {smt}"));
+                } else if c > 4096 {
+                    bad(p, "machine.cpus_per_node", format!("node {n}: {c} CPUs is more than 4096"));
+                }
+            }
+            Some(v.into_iter().map(|c| c.max(0) as usize).collect::<Vec<_>>())
+        }
+    };
+    let mem = match m.memory_gib_per_node.as_ref().map(|c| c.expand(nodes)) {
+        None => {
+            p.push(ScenarioProblem::new("machine.memory_gib_per_node", "invalid_value", "missing"));
+            None
+        }
+        Some(None) => {
+            bad(p, "machine.memory_gib_per_node", format!("needs one size per node ({nodes} nodes)"));
+            None
+        }
+        Some(Some(v)) => {
+            for (n, &g) in v.iter().enumerate() {
+                if !(g > 0.0 && g <= 65536.0) {
+                    bad(p, "machine.memory_gib_per_node", format!("node {n}: {g} GiB is not in (0, 65536]"));
+                }
+            }
+            Some(v.iter().map(|g| (g * 262144.0) as u64).collect::<Vec<_>>())
+        }
+    };
+    let distances = match &m.distances {
+        None => (0..nodes).map(|a| (0..nodes).map(|b| if a == b { 10 } else { 20 }).collect()).collect(),
+        Some(d) => {
+            if d.len() != nodes || d.iter().any(|r| r.len() != nodes) {
+                bad(p, "machine.distances", format!("must be a {nodes}x{nodes} matrix (SLIT)"));
+            } else {
+                for a in 0..nodes {
+                    for b in 0..nodes {
+                        let v = d[a][b];
+                        if a == b && v != 10 {
+                            bad(p, "machine.distances", format!("distance[{a}][{a}] must be 10 (SLIT local), got {v}"));
+                        } else if a != b && !(11..=254).contains(&v) {
+                            bad(p, "machine.distances", format!("distance[{a}][{b}] must be in 11..=254, got {v}"));
+                        }
+                    }
+                }
+            }
+            d.iter().map(|r| r.iter().map(|&v| v.clamp(0, 255) as u32).collect()).collect()
+        }
+    };
+    let cost = match m.cost {
+        None => {
+            p.push(ScenarioProblem::new("machine.cost", "invalid_value", "missing [machine.cost] (or give a profile)"));
+            None
+        }
+        Some(c) => {
+            check_cost(&c, nodes, p);
+            Some(c)
+        }
+    };
+    if p.len() > start {
+        return None;
+    }
+    let topology = Topology::build(&cpus?, smt as usize, mem?, distances);
+    Some(Machine {
+        name: m.name.or(m.profile).unwrap_or_else(|| "custom".into()),
+        description: m.description.unwrap_or_default(),
+        topology,
+        cost: cost?,
+    })
+}
+
+fn check_cost(c: &crate::cost::CostProfile, nodes: usize, p: &mut Problems) {
+    let mut square = |name: &str, m: &Vec<Vec<f64>>| {
+        if m.len() != nodes || m.iter().any(|r| r.len() != nodes) {
+            p.push(ScenarioProblem::new(format!("machine.cost.{name}"), "impossible_topology", format!("must be a {nodes}x{nodes} matrix")));
+        } else if m.iter().flatten().any(|v| !(*v > 0.0 && v.is_finite())) {
+            p.push(ScenarioProblem::new(format!("machine.cost.{name}"), "invalid_value", "entries must be positive"));
+        }
+    };
+    square("stream_gibps", &c.stream_gibps);
+    square("latency_ns", &c.latency_ns);
+    if c.node_bandwidth_gibps.len() != nodes {
+        p.push(ScenarioProblem::new("machine.cost.node_bandwidth_gibps", "impossible_topology", format!("needs {nodes} entries")));
+    }
+    let positive = [
+        ("smt_share", c.smt_share),
+        ("interconnect_gibps", c.interconnect_gibps),
+        ("page_copy_gibps", c.page_copy_gibps),
+    ];
+    for (name, v) in positive.into_iter().chain(c.node_bandwidth_gibps.iter().map(|&v| ("node_bandwidth_gibps", v))) {
+        if !(v > 0.0 && v.is_finite()) {
+            p.push(ScenarioProblem::new(format!("machine.cost.{name}"), "invalid_value", format!("must be positive, got {v}")));
+        }
+    }
+    let non_negative = [
+        ("fault_entry_exit_ns", c.fault_entry_exit_ns),
+        ("clear_page_ns", c.clear_page_ns),
+        ("pte_update_ns", c.pte_update_ns),
+        ("hint_fault_ns", c.hint_fault_ns),
+        ("migrate_page_ns", c.migrate_page_ns),
+        ("ipi_send_ns", c.ipi_send_ns),
+        ("ipi_per_target_ns", c.ipi_per_target_ns),
+        ("ipi_receive_ns", c.ipi_receive_ns),
+        ("tlb_flush_local_all_ns", c.tlb_flush_local_all_ns),
+        ("tlb_flush_local_one_ns", c.tlb_flush_local_one_ns),
+    ];
+    for (name, v) in non_negative {
+        if !(v >= 0.0 && v.is_finite()) {
+            p.push(ScenarioProblem::new(format!("machine.cost.{name}"), "invalid_value", format!("must be >= 0, got {v}")));
+        }
+    }
+}
+
+fn resolve_kernel(raw: Option<RawKernel>, p: &mut Problems) -> KernelConfig {
+    let raw = raw.unwrap_or(RawKernel { numa_balancing: None, hz: None, sysctl: None, features: None });
+    let hz = raw.hz.unwrap_or(250);
+    if ![100, 250, 300, 1000].contains(&hz) {
+        p.push(ScenarioProblem::new("kernel.hz", "invalid_value", format!("CONFIG_HZ must be 100, 250, 300 or 1000, got {hz}")));
+    }
+    let mut sysctl = Sysctl::default();
+    if let Some(s) = raw.sysctl {
+        let mut set = |name: &str, v: Option<i64>, min: i64, slot: &mut u32| {
+            if let Some(v) = v {
+                if v < min || v > u32::MAX as i64 / 1000 {
+                    p.push(ScenarioProblem::new(format!("kernel.sysctl.{name}"), "invalid_value", format!("must be >= {min}, got {v}")));
+                } else {
+                    *slot = v as u32;
+                }
+            }
+        };
+        set("numa_balancing_scan_delay_ms", s.numa_balancing_scan_delay_ms, 0, &mut sysctl.numa_balancing_scan_delay_ms);
+        set("numa_balancing_scan_period_min_ms", s.numa_balancing_scan_period_min_ms, 1, &mut sysctl.numa_balancing_scan_period_min_ms);
+        set("numa_balancing_scan_period_max_ms", s.numa_balancing_scan_period_max_ms, 1, &mut sysctl.numa_balancing_scan_period_max_ms);
+        set("numa_balancing_scan_size_mb", s.numa_balancing_scan_size_mb, 0, &mut sysctl.numa_balancing_scan_size_mb);
+        if sysctl.numa_balancing_scan_period_min_ms > sysctl.numa_balancing_scan_period_max_ms {
+            p.push(ScenarioProblem::new("kernel.sysctl.numa_balancing_scan_period_min_ms", "invalid_value", "must not exceed numa_balancing_scan_period_max_ms"));
+        }
+    }
+    let mut features = FeatureSet::default();
+    for (name, on) in raw.features.unwrap_or_default() {
+        match FeatureSet::index_of(&name) {
+            None => {
+                let known: Vec<_> = FEATURES.iter().map(|f| f.name).collect();
+                p.push(ScenarioProblem::new(format!("kernel.features.{name}"), "unknown_key", format!("unknown feature `{name}`, expected one of {}", known.join(", "))));
+            }
+            Some(i) if !FEATURES[i].modelled && on != FEATURES[i].default => {
+                p.push(ScenarioProblem::new(format!("kernel.features.{name}"), "not_modelled", format!("feature `{name}` is not modelled yet; it can only stay {}", FEATURES[i].default)));
+            }
+            Some(i) => features.0[i] = on,
+        }
+    }
+    KernelConfig { numa_balancing: raw.numa_balancing.unwrap_or(true), hz: hz.clamp(100, 1000) as u32, sysctl, features }
+}
+
+fn resolve_run(raw: Option<RawRun>, p: &mut Problems) -> RunConfig {
+    let raw = raw.unwrap_or(RawRun { sample_interval_ms: None, max_sim_s: None });
+    let sample = raw.sample_interval_ms.unwrap_or(100);
+    if !(1..=3_600_000).contains(&sample) {
+        p.push(ScenarioProblem::new("run.sample_interval_ms", "invalid_value", format!("must be in 1..=3600000, got {sample}")));
+    }
+    let max = raw.max_sim_s.unwrap_or(7200.0);
+    if !(max > 0.0 && max <= 1e6) {
+        p.push(ScenarioProblem::new("run.max_sim_s", "invalid_value", format!("must be in (0, 1e6], got {max}")));
+    }
+    RunConfig { sample_interval_ms: sample.max(1) as u64, max_sim_s: max }
+}
+
+fn resolve_workloads(raw: Option<Vec<RawWorkload>>, topo: &Topology, p: &mut Problems) -> Vec<workload::WorkloadSpec> {
+    let raw = raw.unwrap_or_default();
+    if raw.is_empty() {
+        p.push(ScenarioProblem::new("workload", "invalid_value", "at least one [[workload]] is needed"));
+    }
+    let specs: Vec<_> = raw.iter().enumerate().filter_map(|(i, w)| workload::resolve(w, i, topo, p)).collect();
+    let need: u64 = specs.iter().map(|s| s.footprint_pages()).sum();
+    let have: u64 = topo.node_pages.iter().sum();
+    if need > have {
+        p.push(ScenarioProblem::new(
+            "workload",
+            "exceeds_machine_memory",
+            format!("workloads need {:.1} GiB but the machine has {:.1} GiB", need as f64 / 262144.0, have as f64 / 262144.0),
+        ));
+    }
+    specs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problems(text: &str) -> Vec<ScenarioProblem> {
+        match parse_scenario(text) {
+            Err(Error::Scenario(p)) => p,
+            other => panic!("expected scenario error, got {other:?}"),
+        }
+    }
+
+    const OK: &str = "[[workload]]\nkind = \"numa02\"\n";
+
+    #[test]
+    fn defaults_to_the_two_node_profile_and_kernel_defaults() {
+        let s = parse_scenario(OK).unwrap();
+        assert_eq!(s.machine.name, "xeon-platinum-2n-128c");
+        assert_eq!(s.machine.topology.nr_cpus(), 128);
+        assert!(s.kernel.numa_balancing);
+        assert_eq!(s.kernel.sysctl.numa_balancing_scan_size_mb, 256);
+        assert_eq!(s.kernel.sysctl.numa_balancing_scan_delay_ms, 1000);
+    }
+
+    #[test]
+    fn malformed_toml_is_a_syntax_error() {
+        assert_eq!(problems("[[workload]\nkind=")[0].kind, "toml_syntax");
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected_with_their_path() {
+        let p = problems("[kernel]\nnuma_balancing = true\nbogus = 1\n[[workload]]\nkind = \"numa02\"\n");
+        assert_eq!(p[0].kind, "unknown_key");
+        assert!(p[0].loc.starts_with("kernel"), "{:?}", p[0]);
+    }
+
+    #[test]
+    fn zero_nodes_is_an_impossible_topology() {
+        let p = problems("[machine]\nnodes = 0\n[[workload]]\nkind = \"numa02\"\n");
+        assert_eq!(p[0].kind, "impossible_topology");
+    }
+
+    #[test]
+    fn cpus_must_cover_every_node() {
+        let p = problems("[machine]\nnodes = 3\ncpus_per_node = [4, 4]\n[[workload]]\nkind = \"numa02\"\n");
+        assert!(p.iter().any(|x| x.loc == "machine.cpus_per_node" && x.kind == "impossible_topology"), "{p:?}");
+        let p = problems("[machine]\ncpus_per_node = [64, 0]\n[[workload]]\nkind = \"numa02\"\n");
+        assert!(p.iter().any(|x| x.msg.contains("no CPUs")), "{p:?}");
+    }
+
+    #[test]
+    fn distance_matrix_must_match_the_nodes() {
+        let p = problems("[machine]\ndistances = [[10, 20, 20], [20, 10, 20], [20, 20, 10]]\n[[workload]]\nkind = \"numa02\"\n");
+        assert!(p.iter().any(|x| x.loc == "machine.distances"), "{p:?}");
+    }
+
+    #[test]
+    fn workload_larger_than_the_machine_is_refused() {
+        let p = problems("[machine]\nmemory_gib_per_node = 1\n[[workload]]\nkind = \"numa01\"\n");
+        assert!(p.iter().any(|x| x.kind == "exceeds_machine_memory"), "{p:?}");
+    }
+
+    #[test]
+    fn unmodelled_features_cannot_be_flipped() {
+        let p = problems("[kernel.features]\nnuma-mthp = false\n[[workload]]\nkind = \"numa02\"\n");
+        assert_eq!(p[0].kind, "not_modelled");
+        let p = problems("[kernel.features]\nno-such-thing = true\n[[workload]]\nkind = \"numa02\"\n");
+        assert_eq!(p[0].kind, "unknown_key");
+        assert!(parse_scenario("[kernel.features]\nnuma-delay-map = false\n[[workload]]\nkind = \"numa02\"\n").is_ok());
+    }
+
+    #[test]
+    fn unknown_workload_kind_lists_the_known_ones() {
+        let p = problems("[[workload]]\nkind = \"numa03\"\n");
+        assert!(p[0].msg.contains("numa02_SMT"), "{p:?}");
+    }
+}

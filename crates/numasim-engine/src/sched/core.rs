@@ -1,0 +1,201 @@
+//! Runqueues, task placement at fork/wakeup, time-sharing and load balancing (kernel/sched/).
+//!
+//! ## Modelled
+//! One running task per CPU, round-robin time-sharing per tick when oversubscribed, fork placement
+//! on the node with the most idle CPUs (idle cores first), newidle pulls of queued tasks, SMT
+//! spreading inside a node, and NUMA-domain balancing of running-task counts that tolerates an
+//! imbalance of 2 (adjust_numa_imbalance) and leaves a task on its preferred node.
+//! ## Not modelled
+//! PELT load, cgroups, priorities, wakeup affinity heuristics; NUMA task migration (issue 4).
+
+use crate::kernel::Kernel;
+use crate::sched::task::TaskState;
+
+/// Ticks between NUMA-domain balancing passes (sd->balance_interval of a NUMA domain, ~32 ms).
+const NUMA_BALANCE_TICKS: u64 = 8;
+/// Running-task imbalance between nodes that the NUMA domain tolerates (adjust_numa_imbalance).
+const NUMA_IMBALANCE_MIN: usize = 2;
+
+impl Kernel {
+    fn idle(&self, cpu: usize) -> bool {
+        self.cpus[cpu].rq.is_empty()
+    }
+
+    fn core_idle(&self, cpu: usize) -> bool {
+        self.idle(cpu) && self.topo.siblings(cpu).all(|s| self.idle(s))
+    }
+
+    /// Best CPU of `node` for `t`: an idle CPU of an idle core, else an idle CPU, else the least loaded.
+    fn select_cpu_on_node(&self, t: usize, node: usize) -> Option<usize> {
+        let allowed = &self.tasks[t].allowed;
+        let cands = self.topo.node_cpus[node].iter().copied().filter(|&c| allowed[c]);
+        cands.min_by_key(|&c| (!self.idle(c) as usize, !self.core_idle(c) as usize, self.cpus[c].rq.len(), c))
+    }
+
+    fn idle_cpus(&self, t: usize, node: usize) -> usize {
+        self.topo.node_cpus[node].iter().filter(|&&c| self.tasks[t].allowed[c] && self.idle(c)).count()
+    }
+
+    /// Node with the most allowed idle CPUs, ties to `prefer`, then the lowest id.
+    // kernel/sched/fair.c: sched_balance_find_dst_group (fork/exec balancing), simplified
+    fn find_idlest_node(&self, t: usize, prefer: usize) -> usize {
+        (0..self.topo.nr_nodes)
+            .filter(|&n| self.topo.node_cpus[n].iter().any(|&c| self.tasks[t].allowed[c]))
+            .max_by_key(|&n| (self.idle_cpus(t, n), n == prefer, std::cmp::Reverse(n)))
+            .unwrap_or(prefer)
+    }
+
+    /// Start a forked/cloned task on the idlest allowed CPU.
+    // kernel/sched/core.c: wake_up_new_task -> select_task_rq (SD_BALANCE_FORK)
+    pub fn wake_up_new_task(&mut self, t: usize) {
+        let parent = self.tasks[t].parent;
+        let prefer = parent.map(|p| self.task_node(p)).unwrap_or(0);
+        let node = self.find_idlest_node(t, prefer);
+        let cpu = self.select_cpu_on_node(t, node).unwrap_or(0);
+        let mm = self.tasks[t].mm;
+        self.mms[mm].users += 1;
+        self.tasks[t].state = TaskState::Runnable;
+        self.tasks[t].start_ns = self.now;
+        self.tasks[t].cpu = cpu;
+        if let Some(p) = parent {
+            self.tasks[t].policy = if self.tasks[t].policy == crate::mm::mempolicy::Mempolicy::DEFAULT { self.tasks[p].policy } else { self.tasks[t].policy };
+        }
+        self.init_numa_balancing(t, parent);
+        self.cpus[cpu].rq.push(t);
+    }
+
+    fn dequeue(&mut self, t: usize) {
+        let cpu = self.tasks[t].cpu;
+        self.cpus[cpu].rq.retain(|&x| x != t);
+    }
+
+    /// Move a runnable task to `cpu` (set_task_cpu with update_scan_period).
+    pub fn move_task(&mut self, t: usize, cpu: usize) {
+        self.update_scan_period(t, cpu);
+        self.dequeue(t);
+        self.tasks[t].cpu = cpu;
+        self.cpus[cpu].rq.push(t);
+    }
+
+    pub fn task_sleep(&mut self, t: usize) {
+        self.tasks[t].state = TaskState::Sleeping;
+        self.dequeue(t);
+    }
+
+    /// Wake a sleeping task on its previous CPU if idle, else the best CPU of its node.
+    // kernel/sched/fair.c: select_task_rq_fair (wakeup), simplified
+    pub fn wake_up_process(&mut self, t: usize) {
+        let prev = self.tasks[t].cpu;
+        let cpu = if self.idle(prev) && self.tasks[t].allowed[prev] {
+            prev
+        } else {
+            let node = self.find_idlest_node(t, self.cpu_node(prev));
+            self.select_cpu_on_node(t, node).unwrap_or(prev)
+        };
+        self.tasks[t].state = TaskState::Runnable;
+        self.tasks[t].cpu = cpu;
+        self.cpus[cpu].rq.push(t);
+    }
+
+    // kernel/exit.c: do_exit
+    pub fn task_exit(&mut self, t: usize, used_ns: f64) {
+        self.tasks[t].state = TaskState::Exited;
+        self.tasks[t].exit_ns = self.now + used_ns.round() as u64;
+        self.dequeue(t);
+        let mm = self.tasks[t].mm;
+        self.mms[mm].users -= 1;
+    }
+
+    /// Per-tick scheduler work after every CPU ran its task.
+    // kernel/sched/core.c: sched_tick (task_tick_fair -> task_tick_numa) and balancing
+    pub fn scheduler_tick(&mut self, tick_no: u64) {
+        for cpu in 0..self.cpus.len() {
+            if let Some(t) = self.cpus[cpu].curr() {
+                self.task_tick_numa(t);
+            }
+        }
+        for cpu in 0..self.cpus.len() {
+            if self.cpus[cpu].rq.len() > 1 {
+                self.cpus[cpu].rq.rotate_left(1);
+            }
+        }
+        self.newidle_balance();
+        self.smt_balance();
+        if tick_no % NUMA_BALANCE_TICKS == 0 {
+            self.numa_domain_balance();
+        }
+    }
+
+    /// An idle CPU pulls a queued (not running) task, nearest node first.
+    // kernel/sched/fair.c: sched_balance_newidle
+    fn newidle_balance(&mut self) {
+        if !self.cpus.iter().any(|c| c.rq.len() > 1) {
+            return;
+        }
+        for cpu in 0..self.cpus.len() {
+            if !self.idle(cpu) {
+                continue;
+            }
+            let node = self.cpu_node(cpu);
+            let src = self
+                .topo
+                .nodes_by_distance(node)
+                .into_iter()
+                .flat_map(|n| self.topo.node_cpus[n].clone())
+                .filter(|&c| self.cpus[c].rq.len() > 1)
+                .find_map(|c| self.cpus[c].rq[1..].iter().copied().find(|&t| self.tasks[t].allowed[cpu]));
+            if let Some(t) = src {
+                self.move_task(t, cpu);
+            }
+        }
+    }
+
+    /// Inside a node, a task sharing a core moves to a fully idle core (SMT domain balancing).
+    fn smt_balance(&mut self) {
+        if self.topo.smt < 2 {
+            return;
+        }
+        for node in 0..self.topo.nr_nodes {
+            let cpus = self.topo.node_cpus[node].clone();
+            for &c in &cpus {
+                let Some(t) = self.cpus[c].curr() else { continue };
+                if self.cpus[c].rq.len() > 1 || !self.topo.siblings(c).any(|s| !self.idle(s)) {
+                    continue;
+                }
+                if let Some(dst) = cpus.iter().copied().find(|&d| self.core_idle(d) && self.tasks[t].allowed[d]) {
+                    self.move_task(t, dst);
+                }
+            }
+        }
+    }
+
+    /// Even out running tasks between nodes beyond the tolerated imbalance.
+    // kernel/sched/fair.c: sched_balance_rq at the NUMA level (active balancing of running tasks)
+    fn numa_domain_balance(&mut self) {
+        let nr = self.topo.nr_nodes;
+        loop {
+            let running: Vec<usize> = (0..nr).map(|n| self.topo.node_cpus[n].iter().map(|&c| self.cpus[c].rq.len()).sum()).collect();
+            let busiest = (0..nr).max_by_key(|&n| (running[n], std::cmp::Reverse(n))).unwrap_or(0);
+            let idlest = (0..nr).min_by_key(|&n| (running[n], n)).unwrap_or(0);
+            if running[busiest] <= running[idlest] + NUMA_IMBALANCE_MIN {
+                return;
+            }
+            let dst_cpus: Vec<usize> = self.topo.node_cpus[idlest].iter().copied().filter(|&c| self.idle(c)).collect();
+            if dst_cpus.is_empty() {
+                return;
+            }
+            // a task from the most loaded CPU of the busiest node that may run on the idlest node
+            let mut cands: Vec<usize> = self.topo.node_cpus[busiest].clone();
+            cands.sort_by_key(|&c| (std::cmp::Reverse(self.cpus[c].rq.len()), std::cmp::Reverse(self.topo.siblings(c).filter(|&s| !self.idle(s)).count()), std::cmp::Reverse(c)));
+            let pick = cands.iter().find_map(|&c| {
+                self.cpus[c].rq.iter().rev().copied().find(|&t| {
+                    let leaves_preferred = self.numa_balancing() && self.tasks[t].numa.preferred_nid == Some(busiest);
+                    !leaves_preferred && dst_cpus.iter().any(|&d| self.tasks[t].allowed[d])
+                })
+            });
+            let Some(t) = pick else { return };
+            let Some(dst) = self.select_cpu_on_node(t, idlest) else { return };
+            self.move_task(t, dst);
+        }
+    }
+}

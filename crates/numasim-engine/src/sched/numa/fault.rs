@@ -1,0 +1,124 @@
+//! Hint-fault bookkeeping on the scheduler side (kernel/sched/fair.c) and the cpupid helpers
+//! (include/linux/mm.h).
+
+use crate::features::Feature;
+use crate::kernel::Kernel;
+use crate::mm::pgtable::CPUPID_UNSET;
+
+// include/linux/sched/numa_balancing.h: TNF_* flags
+pub const TNF_MIGRATED: u32 = 0x01;
+pub const TNF_NO_GROUP: u32 = 0x02;
+pub const TNF_SHARED: u32 = 0x04;
+pub const TNF_FAULT_LOCAL: u32 = 0x08;
+pub const TNF_MIGRATE_FAIL: u32 = 0x10;
+
+const LAST_PID_MASK: u32 = 0xff;
+
+// include/linux/mm.h: cpu_pid_to_cpupid
+pub fn cpu_pid_to_cpupid(cpu: usize, pid: u32) -> u32 {
+    ((cpu as u32) << 8) | (pid & LAST_PID_MASK)
+}
+
+// include/linux/mm.h: cpupid_to_cpu
+pub fn cpupid_to_cpu(cpupid: u32) -> usize {
+    (cpupid >> 8) as usize
+}
+
+// include/linux/mm.h: cpupid_pid_unset (pid bits all ones)
+pub fn cpupid_pid_unset(cpupid: u32) -> bool {
+    cpupid & LAST_PID_MASK == LAST_PID_MASK
+}
+
+// include/linux/mm.h: cpupid_match_pid
+pub fn cpupid_match_pid(pid: u32, cpupid: u32) -> bool {
+    pid & LAST_PID_MASK == cpupid & LAST_PID_MASK
+}
+
+// kernel/sched/fair.c: task_faults_idx
+pub fn task_faults_idx(nr_nodes: usize, stat: usize, nid: usize, private: usize) -> usize {
+    2 * (stat * nr_nodes + nid) + private
+}
+pub const NUMA_MEM: usize = 0;
+pub const NUMA_CPU: usize = 1;
+pub const NUMA_MEMBUF: usize = 2;
+pub const NUMA_CPUBUF: usize = 3;
+
+impl Kernel {
+    /// Two-stage filter: migrate only if the previous fault came from the same node (spec §3.2).
+    // kernel/sched/fair.c: should_numa_migrate_memory
+    pub fn should_numa_migrate_memory(&mut self, t: usize, vma: usize, idx: u64, _src_nid: usize) -> bool {
+        let (mm, cpu, pid) = (self.tasks[t].mm, self.tasks[t].cpu, self.tasks[t].pid);
+        let dst_nid = self.cpu_node(cpu);
+        let this_cpupid = cpu_pid_to_cpupid(cpu, pid);
+        // folio_xchg_last_cpupid: the stamp is updated here
+        let slot = &mut self.mms[mm].vmas[vma].pt.cpupid[idx as usize];
+        let last_cpupid = std::mem::replace(slot, this_cpupid);
+        let p = &self.tasks[t].numa;
+        // early life: accept first-touch or same-task faults immediately
+        if (p.preferred_nid.is_none() || p.scan_seq <= 4) && (cpupid_pid_unset(last_cpupid) || cpupid_match_pid(pid, last_cpupid)) {
+            return true;
+        }
+        // the previous fault must have come from the same node
+        if !cpupid_pid_unset(last_cpupid) && self.cpu_node_of_cpupid(last_cpupid) != Some(dst_nid) {
+            return false;
+        }
+        // private fault, or shared without a numa_group: migrate (groups arrive with issue 4)
+        true
+    }
+
+    fn cpu_node_of_cpupid(&self, cpupid: u32) -> Option<usize> {
+        self.topo.cpu_node.get(cpupid_to_cpu(cpupid)).copied()
+    }
+
+    /// Record a hinting fault in the task's statistics (spec §4.2).
+    // kernel/sched/fair.c: task_numa_fault
+    pub fn task_numa_fault(&mut self, t: usize, last_cpupid: u32, mem_node: usize, pages: u64, flags: u32) {
+        if !self.numa_balancing() {
+            return;
+        }
+        let nr_nodes = self.topo.nr_nodes;
+        let cpu_node = self.task_node(t);
+        let pid = self.tasks[t].pid;
+        let p = &mut self.tasks[t].numa;
+        if p.faults.is_empty() {
+            p.faults = vec![0; 8 * nr_nodes];
+            p.total_faults = 0;
+            p.faults_locality = [0; 3];
+        }
+        // first access (all-ones stamp) counts as private; no task_numa_group yet (issue 4)
+        let private = last_cpupid == CPUPID_UNSET || cpupid_match_pid(pid, last_cpupid);
+        let local = flags & TNF_FAULT_LOCAL != 0;
+        if self.now > self.tasks[t].numa.migrate_retry {
+            self.task_numa_placement(t);
+            self.numa_migrate_preferred(t);
+        }
+        let slowscan = self.feature(Feature::NumaSlowscanOnMigrateFail);
+        let p = &mut self.tasks[t].numa;
+        if flags & TNF_MIGRATED != 0 {
+            p.pages_migrated += pages;
+        }
+        if flags & TNF_MIGRATE_FAIL != 0 && slowscan {
+            p.faults_locality[2] += pages;
+        }
+        let pv = private as usize;
+        p.faults[task_faults_idx(nr_nodes, NUMA_MEMBUF, mem_node, pv)] += pages as i64;
+        p.faults[task_faults_idx(nr_nodes, NUMA_CPUBUF, cpu_node, pv)] += pages as i64;
+        p.faults_locality[local as usize] += pages;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpupid_packs_cpu_and_low_pid_bits() {
+        let c = cpu_pid_to_cpupid(37, 0x1234);
+        assert_eq!(cpupid_to_cpu(c), 37);
+        assert!(cpupid_match_pid(0x5534, c), "only the low 8 PID bits are kept");
+        assert!(!cpupid_match_pid(0x1235, c));
+        assert!(cpupid_pid_unset(CPUPID_UNSET));
+        // a PID whose low byte is 0xff is indistinguishable from "unset" (include/linux/mm.h)
+        assert!(cpupid_pid_unset(cpu_pid_to_cpupid(3, 0x2ff)));
+    }
+}

@@ -1,0 +1,5 @@
+//! kernel/sched/fair.c's NUMA-balancing section, split by concern.
+
+pub mod fault;
+pub mod placement;
+pub mod scan;

@@ -1,0 +1,82 @@
+//! Preferred-node choice once per scan pass (kernel/sched/fair.c, spec §4.4-4.5).
+
+use super::fault::{task_faults_idx, NUMA_CPU, NUMA_CPUBUF, NUMA_MEM, NUMA_MEMBUF};
+use crate::kernel::Kernel;
+
+/// LOAD_AVG_MAX (kernel/sched/sched-pelt.h): the PELT sum of an always-running entity.
+const LOAD_AVG_MAX: u64 = 47742;
+
+impl Kernel {
+    // kernel/sched/fair.c: numa_get_avg_runtime
+    fn numa_get_avg_runtime(&mut self, t: usize) -> (u64, u64) {
+        let now = self.now;
+        let p = &mut self.tasks[t];
+        let runtime = p.sum_exec_runtime;
+        let (delta, period) = if p.numa.last_task_numa_placement != 0 {
+            (runtime - p.numa.last_sum_exec_runtime, now.saturating_sub(p.numa.last_task_numa_placement))
+        } else {
+            (LOAD_AVG_MAX, LOAD_AVG_MAX)
+        };
+        p.numa.last_sum_exec_runtime = runtime;
+        p.numa.last_task_numa_placement = now;
+        (delta, period)
+    }
+
+    /// Decay the fault statistics, pick the preferred node, adapt the scan period.
+    // kernel/sched/fair.c: task_numa_placement
+    pub fn task_numa_placement(&mut self, t: usize) {
+        let mm = self.tasks[t].mm;
+        let seq = self.mms[mm].numa_scan_seq;
+        if self.tasks[t].numa.scan_seq == seq {
+            return;
+        }
+        self.tasks[t].numa.scan_seq = seq;
+        self.tasks[t].numa.scan_period_max = self.task_scan_max(t);
+        let (runtime, period) = self.numa_get_avg_runtime(t);
+        let nr = self.topo.nr_nodes;
+        let p = &mut self.tasks[t].numa;
+        let total = p.faults_locality[0] + p.faults_locality[1];
+        let mut fault_types = [0u64; 2];
+        let mut max_faults = 0i64;
+        let mut max_nid = None;
+        for nid in 0..nr {
+            let mut faults = 0i64;
+            for private in 0..2 {
+                let mem = task_faults_idx(nr, NUMA_MEM, nid, private);
+                let membuf = task_faults_idx(nr, NUMA_MEMBUF, nid, private);
+                let cpu = task_faults_idx(nr, NUMA_CPU, nid, private);
+                let cpubuf = task_faults_idx(nr, NUMA_CPUBUF, nid, private);
+                let diff = p.faults[membuf] - p.faults[mem] / 2;
+                fault_types[private] += p.faults[membuf] as u64;
+                p.faults[membuf] = 0;
+                let f_weight = ((runtime << 16) / (period + 1)) as i64 * p.faults[cpubuf] / (total as i64 + 1);
+                let f_diff = f_weight - p.faults[cpu] / 2;
+                p.faults[cpubuf] = 0;
+                p.faults[mem] += diff;
+                p.faults[cpu] += f_diff;
+                p.total_faults += diff;
+                faults += p.faults[mem];
+            }
+            if faults > max_faults {
+                max_faults = faults;
+                max_nid = Some(nid);
+            }
+        }
+        if max_faults > 0 && max_nid != p.preferred_nid {
+            // sched_setnuma
+            p.preferred_nid = max_nid;
+        }
+        self.update_task_scan_period(t, fault_types[0], fault_types[1]);
+    }
+
+    /// Retry interval for moving toward the preferred node; the move itself arrives with issue 4.
+    // kernel/sched/fair.c: numa_migrate_preferred
+    pub fn numa_migrate_preferred(&mut self, t: usize) {
+        let p = &self.tasks[t].numa;
+        if p.preferred_nid.is_none() || p.faults.is_empty() {
+            return;
+        }
+        let interval = (1_000_000_000u64).min(p.scan_period as u64 * 1_000_000 / 16);
+        self.tasks[t].numa.migrate_retry = self.now + interval;
+    }
+}

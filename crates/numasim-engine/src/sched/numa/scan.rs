@@ -1,0 +1,321 @@
+//! The PTE scanner's trigger, windows and period (kernel/sched/fair.c, spec §1).
+
+use crate::features::Feature;
+use crate::kernel::Kernel;
+use crate::mm::types::{VmaNumabState, VM_EXEC, VM_READ, VM_WRITE};
+
+const NSEC_PER_MSEC: u64 = 1_000_000;
+/// MAX_SCAN_WINDOW, MB/s
+const MAX_SCAN_WINDOW: u32 = 2560;
+const NUMA_PERIOD_SLOTS: u64 = 10;
+const NUMA_PERIOD_THRESHOLD: u64 = 7;
+/// include/linux/hash.h: GOLDEN_RATIO_32
+const GOLDEN_RATIO_32: u32 = 0x61C8_8647;
+
+// include/linux/hash.h: hash_32
+pub fn hash_32(val: u32, bits: u32) -> u32 {
+    val.wrapping_mul(GOLDEN_RATIO_32) >> (32 - bits)
+}
+
+impl Kernel {
+    fn scan_pages(&self) -> u64 {
+        (self.cfg.sysctl.numa_balancing_scan_size_mb as u64) << 8
+    }
+
+    // kernel/sched/fair.c: task_nr_scan_windows
+    fn task_nr_scan_windows(&self, t: usize) -> u64 {
+        let nr_scan_pages = self.scan_pages().max(1);
+        let mut rss = self.mms[self.tasks[t].mm].rss();
+        if rss == 0 {
+            rss = nr_scan_pages;
+        }
+        rss.div_ceil(nr_scan_pages)
+    }
+
+    // kernel/sched/fair.c: task_scan_min
+    pub fn task_scan_min(&self, t: usize) -> u32 {
+        let scan_size = self.cfg.sysctl.numa_balancing_scan_size_mb;
+        let windows = if scan_size < MAX_SCAN_WINDOW { MAX_SCAN_WINDOW / scan_size.max(1) } else { 1 };
+        let floor = 1000 / windows.max(1);
+        let scan = self.cfg.sysctl.numa_balancing_scan_period_min_ms as u64 / self.task_nr_scan_windows(t);
+        floor.max(scan as u32)
+    }
+
+    // kernel/sched/fair.c: task_scan_max (no numa_group scaling until issue 4)
+    pub fn task_scan_max(&self, t: usize) -> u32 {
+        let smin = self.task_scan_min(t);
+        let smax = (self.cfg.sysctl.numa_balancing_scan_period_max_ms as u64 / self.task_nr_scan_windows(t)) as u32;
+        smin.max(smax)
+    }
+
+    // kernel/sched/fair.c: task_scan_start
+    pub fn task_scan_start(&self, t: usize) -> u32 {
+        self.task_scan_min(t)
+    }
+
+    /// Set up a new task's NUMA fields at fork/clone (spec §1.2).
+    // kernel/sched/fair.c: init_numa_balancing
+    pub fn init_numa_balancing(&mut self, t: usize, parent: Option<usize>) {
+        let delay = self.cfg.sysctl.numa_balancing_scan_delay_ms;
+        let mm = self.tasks[t].mm;
+        if self.mms[mm].users == 1 {
+            self.mms[mm].numa_next_scan = self.now + delay as u64 * NSEC_PER_MSEC;
+            self.mms[mm].numa_scan_seq = 0;
+        }
+        let same_mm = parent.filter(|&p| self.tasks[p].mm == mm);
+        let node_stamp = match same_mm {
+            // the source compares a ms value with ns in 32-bit min_t: reproduce the code
+            Some(p) => {
+                let a = self.task_scan_max(p);
+                let b = (self.tasks[p].numa.scan_period as u64 * self.mms[mm].users as u64 * NSEC_PER_MSEC) as u32;
+                a.min(b) as u64 + 2 * self.tick_ns
+            }
+            None => 0,
+        };
+        let preferred = same_mm.and_then(|p| self.tasks[p].numa.preferred_nid);
+        let seq = self.mms[mm].numa_scan_seq;
+        let n = &mut self.tasks[t].numa;
+        *n = Default::default();
+        n.node_stamp = node_stamp;
+        n.scan_seq = seq;
+        n.scan_period = delay;
+        n.preferred_nid = preferred;
+    }
+
+    /// Scheduler tick: queue task_numa_work once the task used a scan period of CPU time.
+    // kernel/sched/fair.c: task_tick_numa
+    pub fn task_tick_numa(&mut self, t: usize) {
+        let p = &self.tasks[t];
+        if !self.numa_balancing() || p.numa.work_pending || !p.runnable() {
+            return;
+        }
+        let now = p.sum_exec_runtime;
+        let period = p.numa.scan_period as u64 * NSEC_PER_MSEC;
+        if now > p.numa.node_stamp + period {
+            if p.numa.node_stamp == 0 {
+                self.tasks[t].numa.scan_period = self.task_scan_start(t);
+            }
+            self.tasks[t].numa.node_stamp += period;
+            if self.now >= self.mms[self.tasks[t].mm].numa_next_scan {
+                self.tasks[t].numa.work_pending = true;
+            }
+        }
+    }
+
+    // kernel/sched/fair.c: reset_ptenuma_scan
+    fn reset_ptenuma_scan(&mut self, mm: usize) {
+        let m = &mut self.mms[mm];
+        m.numa_scan_seq = m.numa_scan_seq.wrapping_add(1);
+        m.numa_scan_offset = 0;
+    }
+
+    /// VMAs the scanner never touches (spec §1.5 rules 1-6).
+    fn vma_unsuitable(&self, t: usize, vma: usize) -> bool {
+        let v = &self.mms[self.tasks[t].mm].vmas[vma];
+        let shared_ro = !v.anon && v.flags & VM_READ != 0 && v.flags & VM_WRITE == 0;
+        let inaccessible = v.flags & (VM_READ | VM_WRITE | VM_EXEC) == 0;
+        !self.vma_policy(t, vma).mof() || shared_ro || inaccessible
+    }
+
+    /// Did the scanning thread fault in this VMA recently? (spec §1.6)
+    // kernel/sched/fair.c: vma_is_accessed
+    fn vma_is_accessed(&self, t: usize, vma: usize) -> bool {
+        let m = &self.mms[self.tasks[t].mm];
+        let v = &m.vmas[vma];
+        let ns = v.numab.as_ref().expect("numab state exists");
+        if (m.numa_scan_seq.wrapping_sub(ns.start_scan_seq) as i32) < 2 {
+            return true;
+        }
+        let pids = ns.pids_active[0] | ns.pids_active[1];
+        if pids & (1u64 << hash_32(self.tasks[t].pid, 6)) != 0 {
+            return true;
+        }
+        if m.numa_scan_offset > v.start {
+            return true;
+        }
+        m.numa_scan_seq.wrapping_sub(ns.prev_scan_seq) as i32 > m.users as i32
+    }
+
+    // include/linux/mm.h: vma_set_access_pid_bit
+    pub fn vma_set_access_pid_bit(&mut self, mm: usize, vma: usize, pid: u32) {
+        if let Some(ns) = self.mms[mm].vmas[vma].numab.as_mut() {
+            ns.pids_active[1] |= 1u64 << hash_32(pid, 6);
+        }
+    }
+
+    /// One scan window: protect up to scan_size of resident pages (spec §1.4). Returns sys ns.
+    // kernel/sched/fair.c: task_numa_work
+    pub fn task_numa_work(&mut self, t: usize) -> f64 {
+        let mm = self.tasks[t].mm;
+        let now = self.now;
+        let delay = self.cfg.sysctl.numa_balancing_scan_delay_ms as u64 * NSEC_PER_MSEC;
+        if self.mms[mm].numa_next_scan == 0 {
+            self.mms[mm].numa_next_scan = now + delay;
+        }
+        if now < self.mms[mm].numa_next_scan {
+            return 0.0;
+        }
+        if self.tasks[t].numa.scan_period == 0 {
+            self.tasks[t].numa.scan_period_max = self.task_scan_max(t);
+            self.tasks[t].numa.scan_period = self.task_scan_start(t);
+        }
+        // only one thread of the mm wins the window (cmpxchg on numa_next_scan)
+        self.mms[mm].numa_next_scan = now + self.tasks[t].numa.scan_period as u64 * NSEC_PER_MSEC;
+        self.tasks[t].numa.node_stamp += 2 * self.tick_ns;
+        let mut pages = self.scan_pages() as i64;
+        let mut virtpages = pages * 8;
+        if pages == 0 {
+            return 0.0;
+        }
+        let numab = self.feature(Feature::VmaNumabState);
+        let mut sys = 0.0;
+        let mut pids_skipped = false;
+        let mut pids_forced = false;
+        let (stopped, mut start) = 'retry: loop {
+            let mut start = self.mms[mm].numa_scan_offset;
+            let mut vi = match self.mms[mm].vmas.iter().position(|v| v.end() > start) {
+                Some(i) => i,
+                None => {
+                    self.reset_ptenuma_scan(mm);
+                    start = 0;
+                    0
+                }
+            };
+            while vi < self.mms[mm].vmas.len() {
+                if self.vma_unsuitable(t, vi) {
+                    vi += 1;
+                    continue;
+                }
+                if numab {
+                    let seq = self.mms[mm].numa_scan_seq;
+                    let v = &mut self.mms[mm].vmas[vi];
+                    let ns = v.numab.get_or_insert_with(|| VmaNumabState {
+                        next_scan: now + delay,
+                        pids_active_reset: now + delay + 4 * delay,
+                        pids_active: [0; 2],
+                        start_scan_seq: seq,
+                        prev_scan_seq: seq.wrapping_sub(1),
+                    });
+                    if seq != 0 && now < ns.next_scan {
+                        vi += 1;
+                        continue;
+                    }
+                    if seq != 0 && now > ns.pids_active_reset {
+                        ns.pids_active_reset += 4 * delay;
+                        ns.pids_active = [ns.pids_active[1], 0];
+                    }
+                    if ns.prev_scan_seq == seq {
+                        self.mms[mm].numa_scan_offset = v.end();
+                        vi += 1;
+                        continue;
+                    }
+                    if !pids_forced && !self.vma_is_accessed(t, vi) {
+                        pids_skipped = true;
+                        vi += 1;
+                        continue;
+                    }
+                }
+                let (vstart, vend) = (self.mms[mm].vmas[vi].start, self.mms[mm].vmas[vi].end());
+                loop {
+                    start = start.max(vstart);
+                    let end = (start + pages as u64).div_ceil(512).saturating_mul(512).min(vend);
+                    let (n, cost) = self.change_prot_numa(t, vi, start - vstart, end - vstart);
+                    sys += cost;
+                    if n > 0 {
+                        pages -= (end - start) as i64;
+                    }
+                    virtpages -= (end - start) as i64;
+                    start = end;
+                    if pages <= 0 || virtpages <= 0 {
+                        break 'retry (true, start);
+                    }
+                    if end >= vend {
+                        break;
+                    }
+                }
+                if numab {
+                    let seq = self.mms[mm].numa_scan_seq;
+                    if let Some(ns) = self.mms[mm].vmas[vi].numab.as_mut() {
+                        ns.prev_scan_seq = seq;
+                    }
+                }
+                if pids_forced {
+                    break 'retry (true, start);
+                }
+                vi += 1;
+            }
+            if !pids_forced && pids_skipped {
+                pids_forced = true;
+                continue;
+            }
+            break (false, start);
+        };
+        if stopped {
+            self.mms[mm].numa_scan_offset = start;
+        } else {
+            self.reset_ptenuma_scan(mm);
+            start = 0;
+        }
+        let _ = start;
+        // node_stamp += 32 * time spent here: caps scanning overhead at ~3%
+        self.tasks[t].numa.node_stamp += 32 * sys as u64;
+        sys
+    }
+
+    /// Adapt the scan period to the locality of the last pass (spec §1.9).
+    // kernel/sched/fair.c: update_task_scan_period
+    pub fn update_task_scan_period(&mut self, t: usize, shared: u64, private: u64) {
+        let [remote, local, failed] = self.tasks[t].numa.faults_locality;
+        if local + shared == 0 || failed > 0 {
+            let p = &mut self.tasks[t].numa;
+            p.scan_period = p.scan_period_max.min(p.scan_period.saturating_mul(2));
+            let period = p.scan_period as u64;
+            let mm = self.tasks[t].mm;
+            self.mms[mm].numa_next_scan = self.now + period * NSEC_PER_MSEC;
+            return;
+        }
+        let period = self.tasks[t].numa.scan_period as i64;
+        let period_slot = (period as u64).div_ceil(NUMA_PERIOD_SLOTS) as i64;
+        let lr_ratio = (local * NUMA_PERIOD_SLOTS / (local + remote)) as i64;
+        let ps_ratio = if private + shared == 0 { 0 } else { (private * NUMA_PERIOD_SLOTS / (private + shared)) as i64 };
+        let th = NUMA_PERIOD_THRESHOLD as i64;
+        let diff = if ps_ratio >= th {
+            (ps_ratio - th).max(1) * period_slot
+        } else if lr_ratio >= th {
+            (lr_ratio - th).max(1) * period_slot
+        } else {
+            -(th - lr_ratio.max(ps_ratio)) * period_slot
+        };
+        let (lo, hi) = (self.task_scan_min(t) as i64, self.task_scan_max(t) as i64);
+        let p = &mut self.tasks[t].numa;
+        p.scan_period = (period + diff).max(lo).min(hi.max(lo)) as u32;
+        p.faults_locality = [0; 3];
+    }
+
+    /// A task moved to another node by the scheduler: maybe scan fast again (spec §1.9).
+    // kernel/sched/fair.c: update_scan_period
+    pub fn update_scan_period(&mut self, t: usize, new_cpu: usize) {
+        let src = self.task_node(t);
+        let dst = self.cpu_node(new_cpu);
+        let p = &self.tasks[t].numa;
+        if !self.numa_balancing() || p.faults.is_empty() || src == dst {
+            return;
+        }
+        if p.scan_seq != 0 && (Some(dst) == p.preferred_nid || (p.preferred_nid.is_some() && Some(src) != p.preferred_nid)) {
+            return;
+        }
+        self.tasks[t].numa.scan_period = self.task_scan_start(t);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hash_32_spreads_pids_over_64_bits() {
+        // include/linux/hash.h: hash_32(val, bits) = val * GOLDEN_RATIO_32 >> (32 - bits)
+        assert_eq!(hash_32(1, 6), 0x61C8_8647 >> 26);
+        assert!((0..1000).all(|p| hash_32(p, 6) < 64));
+    }
+}

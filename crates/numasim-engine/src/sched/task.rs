@@ -1,0 +1,88 @@
+//! struct task_struct: the fields numasim needs, including the NUMA-balancing ones (spec §1.1).
+
+use crate::mm::mempolicy::Mempolicy;
+use crate::topology::MAX_NODES;
+use crate::workload::Op;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskState {
+    /// Created by the workload, not yet forked/cloned.
+    NotStarted,
+    Runnable,
+    /// Waiting for its children (pthread_join / wait).
+    Sleeping,
+    Exited,
+}
+
+/// NUMA-balancing state of a task (include/linux/sched.h).
+#[derive(Debug, Clone, Default)]
+pub struct TaskNuma {
+    /// ms
+    pub scan_period: u32,
+    /// ms
+    pub scan_period_max: u32,
+    /// ns of runtime
+    pub node_stamp: u64,
+    /// task_numa_work queued (runs on return to user).
+    pub work_pending: bool,
+    pub scan_seq: u32,
+    pub preferred_nid: Option<usize>,
+    /// ns (jiffies in the kernel)
+    pub migrate_retry: u64,
+    /// numa_faults[8 x nodes]: empty until the first hint fault (allocated lazily).
+    pub faults: Vec<i64>,
+    pub total_faults: i64,
+    /// [remote, local, failed migrations], in pages.
+    pub faults_locality: [u64; 3],
+    pub pages_migrated: u64,
+    pub last_task_numa_placement: u64,
+    pub last_sum_exec_runtime: u64,
+}
+
+/// Progress through a Sweep op.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SweepState {
+    pub pass: u32,
+    /// Pages done in the current pass (fractional inside a page).
+    pub pos: f64,
+}
+
+#[derive(Debug, Clone)]
+pub struct Task {
+    pub pid: u32,
+    pub tgid: u32,
+    pub mm: usize,
+    pub comm: String,
+    pub workload: usize,
+    pub state: TaskState,
+    /// CPU the task is queued on (valid while Runnable).
+    pub cpu: usize,
+    /// Allowed CPUs (sched_setaffinity).
+    pub allowed: Vec<bool>,
+    /// Task mempolicy (set_mempolicy).
+    pub policy: Mempolicy,
+    pub program: Vec<Op>,
+    pub pc: usize,
+    pub sweep: SweepState,
+    pub children: Vec<usize>,
+    pub parent: Option<usize>,
+    pub sum_exec_runtime: u64,
+    pub user_ns: f64,
+    pub sys_ns: f64,
+    /// System time already accounted but not yet taken from the CPU (IPIs, overrun of a tick).
+    pub sys_debt_ns: f64,
+    pub start_ns: u64,
+    pub exit_ns: u64,
+    pub numa: TaskNuma,
+    /// Bytes streamed to each node in the last tick (the bandwidth-contention mix).
+    pub last_bytes: [f64; MAX_NODES],
+    pub cur_bytes: [f64; MAX_NODES],
+    /// ns per page to each memory node this tick, after contention and SMT sharing.
+    pub page_cost: [f64; MAX_NODES],
+}
+
+impl Task {
+    pub fn runnable(&self) -> bool {
+        self.state == TaskState::Runnable
+    }
+}

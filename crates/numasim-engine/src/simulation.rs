@@ -1,0 +1,156 @@
+//! The event loop: one scheduler tick at a time, every CPU runs its task for the tick.
+
+use crate::error::{Error, Result};
+use crate::invariants;
+use crate::kernel::Kernel;
+use crate::result::{RunResult, Samples};
+use crate::scenario::Scenario;
+use crate::sched::task::TaskState;
+use crate::sim::rng::Rng;
+
+/// RNG stream ids: one per purpose, so adding draws in one never shifts another.
+const RNG_WORKLOAD: u64 = 1;
+
+pub struct Simulation {
+    pub k: Kernel,
+    scenario: Scenario,
+    tick_no: u64,
+    max_ns: u64,
+    sample_ns: u64,
+    next_sample: u64,
+    samples: Samples,
+    done: bool,
+}
+
+impl Simulation {
+    pub fn new(s: &Scenario) -> Result<Self> {
+        let mut k = Kernel::new(s);
+        let mut rng = Rng::new(s.seed, RNG_WORKLOAD);
+        for (i, w) in s.workloads.iter().enumerate() {
+            w.build(&mut k, i, &mut rng);
+        }
+        let sample_ns = s.run.sample_interval_ms * 1_000_000;
+        let mut sim = Simulation {
+            k,
+            scenario: s.clone(),
+            tick_no: 0,
+            max_ns: (s.run.max_sim_s * 1e9) as u64,
+            sample_ns,
+            next_sample: sample_ns,
+            samples: Samples::default(),
+            done: false,
+        };
+        sim.samples.record(&sim.k);
+        Ok(sim)
+    }
+
+    pub fn now_s(&self) -> f64 {
+        self.k.now as f64 / 1e9
+    }
+
+    pub fn finished(&self) -> bool {
+        self.done
+    }
+
+    /// Run one tick; returns false once every task has exited or the time limit is reached.
+    pub fn step(&mut self) -> Result<bool> {
+        if self.done {
+            return Ok(false);
+        }
+        let k = &mut self.k;
+        let roots: Vec<usize> = (0..k.tasks.len())
+            .filter(|&t| k.tasks[t].state == TaskState::NotStarted && k.tasks[t].parent.is_none() && k.tasks[t].start_ns <= k.now)
+            .collect();
+        for t in roots {
+            k.wake_up_new_task(t);
+        }
+        k.update_page_costs();
+        for cpu in 0..k.cpus.len() {
+            if let Some(t) = k.cpus[cpu].curr() {
+                let used = k.run_task(t);
+                k.tasks[t].sum_exec_runtime += used.round() as u64;
+            }
+        }
+        if let Some(detail) = k.oom.take() {
+            return Err(Error::OutOfMemory { at_s: k.now as f64 / 1e9, detail });
+        }
+        self.tick_no += 1;
+        k.scheduler_tick(self.tick_no);
+        let spawned = std::mem::take(&mut k.spawned);
+        for t in spawned {
+            k.wake_up_new_task(t);
+        }
+        for t in std::mem::take(&mut k.displaced) {
+            let node = (0..k.topo.nr_nodes).find(|&n| k.topo.node_cpus[n].iter().any(|&c| k.tasks[t].allowed[c])).unwrap_or(0);
+            let cpu = k.topo.node_cpus[node].iter().copied().filter(|&c| k.tasks[t].allowed[c]).min_by_key(|&c| (k.cpus[c].rq.len(), c)).unwrap_or(0);
+            k.move_task(t, cpu);
+        }
+        let sleepers: Vec<usize> = (0..k.tasks.len())
+            .filter(|&t| k.tasks[t].state == TaskState::Sleeping && k.tasks[t].children.iter().all(|&c| k.tasks[c].state == TaskState::Exited))
+            .collect();
+        for t in sleepers {
+            k.wake_up_process(t);
+        }
+        for mm in 0..k.mms.len() {
+            if !k.mms[mm].exited && k.mms[mm].users == 0 && k.tasks.iter().all(|t| t.mm != mm || t.state == TaskState::Exited) {
+                invariants::check_mm(k, mm)?;
+                k.exit_mmap(mm);
+            }
+        }
+        k.now += k.tick_ns;
+        let all_exited = k.tasks.iter().all(|t| t.state == TaskState::Exited);
+        if k.now >= self.next_sample || all_exited {
+            invariants::check_counters(k)?;
+            self.samples.record(k);
+            self.next_sample = (k.now / self.sample_ns + 1) * self.sample_ns;
+        }
+        if all_exited || k.now >= self.max_ns {
+            self.done = true;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    /// Run until simulated time `t_ns` or the end; returns false once finished.
+    pub fn step_until(&mut self, t_ns: u64) -> Result<bool> {
+        while self.k.now < t_ns {
+            if !self.step()? {
+                return Ok(false);
+            }
+        }
+        Ok(!self.done)
+    }
+
+    pub fn finish(mut self) -> Result<RunResult> {
+        while self.step()? {}
+        let completed = self.k.tasks.iter().all(|t| t.state == TaskState::Exited);
+        Ok(RunResult::collect(&self.scenario, &self.k, self.samples, completed, self.tick_no))
+    }
+}
+
+/// Run a scenario to the end.
+pub fn run(s: &Scenario) -> Result<RunResult> {
+    Simulation::new(s)?.finish()
+}
+
+impl Kernel {
+    /// Process exit: every page goes back to its node.
+    // kernel/fork.c: mmput -> exit_mmap
+    pub fn exit_mmap(&mut self, mm: usize) {
+        let mut freed = vec![0u64; self.topo.nr_nodes];
+        for v in self.mms[mm].vmas.iter_mut() {
+            for i in 0..v.pt.len() {
+                if v.pt.populated(i) {
+                    freed[v.pt.unpopulate(i)] += 1;
+                }
+            }
+        }
+        for (n, &f) in freed.iter().enumerate() {
+            self.nodes[n].used -= f;
+            self.count(crate::vmstat::VmEvent::Pgfree, f);
+        }
+        let m = &mut self.mms[mm];
+        m.node_pages = Default::default();
+        m.exited = true;
+    }
+}

@@ -1,0 +1,184 @@
+//! Running a task's program for one tick: ordinary accesses are aggregated per 2 MiB block, and
+//! only pages that need a fault are visited one by one.
+
+use super::Op;
+use crate::cost::PAGE_SIZE;
+use crate::kernel::Kernel;
+use crate::mm::pgtable::BLOCK_PAGES;
+use crate::sched::task::{SweepState, TaskState};
+
+impl Kernel {
+    /// Take `cost` ns of system time from the task's budget; what does not fit becomes debt.
+    pub fn charge_sys(&mut self, t: usize, cost: f64, budget: &mut f64) {
+        let p = &mut self.tasks[t];
+        p.sys_ns += cost;
+        if cost <= *budget {
+            *budget -= cost;
+        } else {
+            p.sys_debt_ns += cost - *budget;
+            *budget = 0.0;
+        }
+    }
+
+    /// Run task `t` on its CPU for up to one tick; returns the ns of CPU time it used.
+    pub fn run_task(&mut self, t: usize) -> f64 {
+        let tick = self.tick_ns as f64;
+        let mut b = tick;
+        let debt = self.tasks[t].sys_debt_ns;
+        if debt > 0.0 {
+            let pay = debt.min(b);
+            b -= pay;
+            self.tasks[t].sys_debt_ns -= pay;
+        }
+        if self.tasks[t].numa.work_pending && b > 0.0 {
+            // task_work on return to user space
+            self.tasks[t].numa.work_pending = false;
+            let c = self.task_numa_work(t);
+            self.charge_sys(t, c, &mut b);
+        }
+        while b > 0.0 && self.tasks[t].state == TaskState::Runnable && self.oom.is_none() {
+            let pc = self.tasks[t].pc;
+            let Some(&op) = self.tasks[t].program.get(pc) else {
+                self.task_exit(t, tick - b);
+                break;
+            };
+            match op {
+                Op::SetPolicy(p) => {
+                    self.tasks[t].policy = p;
+                    self.tasks[t].pc += 1;
+                }
+                Op::SetAffinity(mask) => {
+                    let allowed: Vec<bool> = self.topo.cpu_node.iter().map(|&n| mask & (1 << n) != 0).collect();
+                    let cpu = self.tasks[t].cpu;
+                    self.tasks[t].allowed = allowed;
+                    self.tasks[t].pc += 1;
+                    if !self.tasks[t].allowed[cpu] {
+                        self.displaced.push(t);
+                        break;
+                    }
+                }
+                Op::Sweep { vma, first, npages, passes } => {
+                    if self.sweep(t, vma, first, npages, passes, &mut b) {
+                        self.tasks[t].pc += 1;
+                        self.tasks[t].sweep = SweepState::default();
+                    }
+                }
+                Op::Spawn => {
+                    let children = self.tasks[t].children.clone();
+                    self.spawned.extend(children);
+                    self.tasks[t].pc += 1;
+                }
+                Op::Join => {
+                    let done = self.tasks[t].children.iter().all(|&c| self.tasks[c].state == TaskState::Exited);
+                    if done {
+                        self.tasks[t].pc += 1;
+                    } else {
+                        self.task_sleep(t);
+                        break;
+                    }
+                }
+            }
+        }
+        tick - b.max(0.0)
+    }
+
+    /// Advance a store stream; returns true when all passes are done.
+    fn sweep(&mut self, t: usize, vma: usize, first: u64, npages: u64, passes: u32, b: &mut f64) -> bool {
+        let mm = self.tasks[t].mm;
+        let cost = self.tasks[t].page_cost;
+        let nr = self.topo.nr_nodes;
+        let end = first + npages;
+        loop {
+            let SweepState { mut pass, mut pos } = self.tasks[t].sweep;
+            if pass >= passes {
+                return true;
+            }
+            if *b <= 0.0 || self.oom.is_some() {
+                return false;
+            }
+            let whole = pos as u64; // pos >= 0: truncation is floor, without a libm call
+            let frac = pos - whole as f64;
+            let idx = first + whole;
+            let blk = (idx / BLOCK_PAGES) as usize;
+            let seg_end = ((blk as u64 + 1) * BLOCK_PAGES).min(end);
+            let pt = &self.mms[mm].vmas[vma].pt;
+            if pt.block_clean(blk, true) {
+                // every page of the block is present and writable: one step for the whole block
+                let k = pt.blocks[blk];
+                let pop = k.populated as f64;
+                let avg = (0..nr).map(|n| k.node[n] as f64 * cost[n]).sum::<f64>() / pop;
+                let avail = (seg_end - idx) as f64 - frac;
+                let (adv, used) = if avail * avg <= *b {
+                    pos = (seg_end - first) as f64;
+                    (avail, avail * avg)
+                } else {
+                    // the budget ends inside this block: spend all of it (no float residue)
+                    let a = *b / avg;
+                    pos += a;
+                    (a, *b)
+                };
+                *b -= used;
+                let p = &mut self.tasks[t];
+                p.user_ns += used;
+                for n in 0..nr {
+                    p.cur_bytes[n] += adv * PAGE_SIZE * k.node[n] as f64 / pop;
+                }
+            } else {
+                // some page of this block needs a fault: walk its pages one by one
+                let (mut i, mut f) = (idx, frac);
+                while i < seg_end {
+                    if f == 0.0 && (!self.touch_page(t, vma, i, b) || *b <= 0.0) {
+                        break;
+                    }
+                    let node = self.mms[mm].vmas[vma].pt.node[i as usize] as usize;
+                    let c = cost[node];
+                    let need = (1.0 - f) * c;
+                    let p = &mut self.tasks[t];
+                    if need <= *b {
+                        *b -= need;
+                        p.user_ns += need;
+                        p.cur_bytes[node] += (1.0 - f) * PAGE_SIZE;
+                        i += 1;
+                        f = 0.0;
+                    } else {
+                        let part = *b / c;
+                        p.user_ns += *b;
+                        p.cur_bytes[node] += part * PAGE_SIZE;
+                        f += part;
+                        *b = 0.0;
+                        break;
+                    }
+                }
+                if self.oom.is_some() {
+                    return false;
+                }
+                pos = (i - first) as f64 + f;
+            }
+            if pos >= npages as f64 {
+                pass += 1;
+                pos = 0.0;
+            }
+            self.tasks[t].sweep = SweepState { pass, pos };
+        }
+    }
+
+    /// A store reaches page `idx`: take whatever faults it needs. False on out-of-memory.
+    // mm/memory.c: handle_pte_fault dispatch (do_anonymous_page / do_numa_page / do_wp_page)
+    fn touch_page(&mut self, t: usize, vma: usize, idx: u64, b: &mut f64) -> bool {
+        let mm = self.tasks[t].mm;
+        if !self.mms[mm].vmas[vma].pt.populated(idx) {
+            match self.do_anonymous_page(t, vma, idx) {
+                Some(c) => self.charge_sys(t, c, b),
+                None => return false,
+            }
+        } else if self.mms[mm].vmas[vma].pt.protnone(idx) {
+            let c = self.do_numa_page(t, vma, idx);
+            self.charge_sys(t, c, b);
+        }
+        if !self.mms[mm].vmas[vma].pt.writable(idx) {
+            let c = self.do_wp_page(t, vma, idx);
+            self.charge_sys(t, c, b);
+        }
+        true
+    }
+}

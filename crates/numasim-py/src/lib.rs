@@ -1,0 +1,115 @@
+//! PyO3 binding: `numasim._engine`. Strings in, strings out; every engine error becomes a
+//! NumasimError subclass and a Rust panic becomes InternalError, never PanicException.
+
+use numasim_engine::{features::FEATURES, scenario, Error};
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+create_exception!(_engine, NumasimError, PyException, "Base class of every numasim error.");
+create_exception!(_engine, ScenarioError, NumasimError, "The scenario is malformed or impossible; `.errors` lists each problem.");
+create_exception!(_engine, CapacityError, NumasimError, "The host cannot hold the simulation.");
+create_exception!(_engine, SimulationError, NumasimError, "The simulated kernel failed (e.g. out of memory).");
+create_exception!(_engine, InternalError, NumasimError, "An engine bug (a broken invariant or a caught panic).");
+
+enum Failure {
+    Engine(Error),
+    Panic(String),
+}
+
+/// Run `f` without the GIL and turn a panic into a value (polars' enter_polars, for numasim).
+fn enter_engine<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T, Error> + Send) -> Result<T, Failure> {
+    py.allow_threads(|| match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(Failure::Engine(e)),
+        Err(payload) => {
+            let msg = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            Err(Failure::Panic(msg))
+        }
+    })
+}
+
+fn to_pyerr(py: Python<'_>, f: Failure) -> PyErr {
+    match f {
+        Failure::Panic(msg) => InternalError::new_err(format!("numasim bug: {msg}")),
+        Failure::Engine(Error::Scenario(problems)) => {
+            let err = ScenarioError::new_err(Error::Scenario(problems.clone()).to_string());
+            let list = PyList::empty(py);
+            for p in &problems {
+                let d = PyDict::new(py);
+                let _ = d.set_item("loc", &p.loc);
+                let _ = d.set_item("kind", &p.kind);
+                let _ = d.set_item("msg", &p.msg);
+                let _ = list.append(d);
+            }
+            let _ = err.value(py).setattr("errors", list);
+            err
+        }
+        Failure::Engine(e @ Error::Capacity { .. }) => CapacityError::new_err(e.to_string()),
+        Failure::Engine(e @ Error::OutOfMemory { .. }) => SimulationError::new_err(e.to_string()),
+        Failure::Engine(e) => InternalError::new_err(format!("numasim bug: {e}")),
+    }
+}
+
+/// Run a scenario given as TOML text; returns the result as JSON text.
+#[pyfunction]
+#[pyo3(signature = (scenario_toml, host_memory_bytes=None))]
+fn run(py: Python<'_>, scenario_toml: String, host_memory_bytes: Option<u64>) -> PyResult<String> {
+    enter_engine(py, move || numasim_engine::run_toml(&scenario_toml, host_memory_bytes)).map_err(|f| to_pyerr(py, f))
+}
+
+/// Validate a scenario; returns the fully resolved scenario as JSON text.
+#[pyfunction]
+fn resolve(py: Python<'_>, scenario_toml: String) -> PyResult<String> {
+    enter_engine(py, move || {
+        let s = numasim_engine::parse_scenario(&scenario_toml)?;
+        Ok(serde_json::to_string(&s).unwrap_or_default())
+    })
+    .map_err(|f| to_pyerr(py, f))
+}
+
+/// Host memory (bytes) a scenario would need.
+#[pyfunction]
+fn estimate_host_bytes(py: Python<'_>, scenario_toml: String) -> PyResult<u64> {
+    enter_engine(py, move || Ok(numasim_engine::estimate_host_bytes(&numasim_engine::parse_scenario(&scenario_toml)?))).map_err(|f| to_pyerr(py, f))
+}
+
+#[pyfunction]
+fn machine_profiles() -> Vec<&'static str> {
+    scenario::machine_profile_names()
+}
+
+#[pyfunction]
+fn machine_profile_toml(name: &str) -> PyResult<&'static str> {
+    scenario::machine_profile_toml(name).ok_or_else(|| ScenarioError::new_err(format!("unknown machine profile `{name}`")))
+}
+
+/// The feature table as JSON text.
+#[pyfunction]
+fn features() -> String {
+    serde_json::to_string(FEATURES).unwrap_or_default()
+}
+
+#[pymodule]
+fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("NumasimError", py.get_type::<NumasimError>())?;
+    m.add("ScenarioError", py.get_type::<ScenarioError>())?;
+    m.add("CapacityError", py.get_type::<CapacityError>())?;
+    m.add("SimulationError", py.get_type::<SimulationError>())?;
+    m.add("InternalError", py.get_type::<InternalError>())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(resolve, m)?)?;
+    m.add_function(wrap_pyfunction!(estimate_host_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(machine_profiles, m)?)?;
+    m.add_function(wrap_pyfunction!(machine_profile_toml, m)?)?;
+    m.add_function(wrap_pyfunction!(features, m)?)?;
+    Ok(())
+}
