@@ -19,6 +19,8 @@ pub mod simulation;
 pub mod topology;
 pub mod vmstat;
 pub mod workload;
+#[cfg(test)]
+pub mod testutil;
 
 pub use error::{Error, Result, ScenarioProblem};
 pub use result::RunResult;

@@ -89,3 +89,129 @@ impl Kernel {
         sys
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::sched::numa::fault::cpu_pid_to_cpupid;
+    use crate::testutil::{pin, place_page, small_kernel, thread};
+    use crate::vmstat::VmEvent::*;
+
+    fn protnone_page(k: &mut crate::kernel::Kernel, idx: u64, node: usize) {
+        place_page(k, idx, node);
+        k.mms[0].vmas[0].pt.make_protnone(idx);
+    }
+
+    /// mm/memory.c: do_numa_page — a fault on a page already on this node counts as local and
+    /// restores the PTE writable (numa_rebuild_single_mapping with `writable`).
+    #[test]
+    fn local_hint_fault_restores_writable_pte() {
+        let mut k = small_kernel("");
+        let t = thread(&k, 0);
+        pin(&mut k, t, 0);
+        protnone_page(&mut k, 10, 0);
+        k.do_numa_page(t, 0, 10);
+        assert_eq!((k.vmstat.get(NumaHintFaults), k.vmstat.get(NumaHintFaultsLocal)), (1, 1));
+        assert_eq!(k.vmstat.get(NumaPagesMigrated), 0);
+        let pt = &k.mms[0].vmas[0].pt;
+        assert!(!pt.protnone(10) && pt.writable(10));
+    }
+
+    /// mm/memory.c: do_numa_page (v5.13+, numa-delay-map) — the PTE stays PROT_NONE while the
+    /// page migrates, so no TLB flush; the new PTE comes from a read-only exclusive migration
+    /// entry, so the next write takes a write-protect fault.
+    #[test]
+    fn delayed_map_migrates_without_tlb_flush() {
+        let mut k = small_kernel("");
+        let t = thread(&k, 0);
+        pin(&mut k, t, 2);
+        protnone_page(&mut k, 11, 0);
+        let used = (k.nodes[0].used, k.nodes[1].used);
+        k.do_numa_page(t, 0, 11);
+        let pt = &k.mms[0].vmas[0].pt;
+        assert_eq!(pt.node[11], 1);
+        assert!(!pt.protnone(11) && !pt.writable(11));
+        assert_eq!((k.vmstat.get(NumaPagesMigrated), k.vmstat.get(PgmigrateSuccess)), (1, 1));
+        assert_eq!(k.vmstat.get(NrTlbRemoteFlush), 0);
+        assert_eq!((k.nodes[0].used, k.nodes[1].used), (used.0 - 1, used.1 + 1), "pages conserved");
+    }
+
+    /// mm/memory.c: do_numa_page (<= v5.12) — the PTE is made accessible before migration, so
+    /// try_to_unmap must flush it: one IPI round to every other CPU running the mm.
+    #[test]
+    fn map_first_order_flushes_per_migrated_page() {
+        let mut k = small_kernel("[kernel.features]\nnuma-delay-map = false");
+        let t = thread(&k, 0);
+        pin(&mut k, t, 2);
+        protnone_page(&mut k, 12, 0);
+        k.do_numa_page(t, 0, 12);
+        assert_eq!(k.mms[0].vmas[0].pt.node[12], 1);
+        assert_eq!(k.vmstat.get(NrTlbRemoteFlush), 1);
+        assert_eq!(k.vmstat.get(NrTlbRemoteFlushReceived), 3, "the three other CPUs run threads of this mm");
+        assert_eq!(k.vmstat.get(NrTlbLocalFlushOne), 1);
+    }
+
+    /// mm/migrate.c: migrate_misplaced_folio_prepare — a target node without free pages above
+    /// the high watermark refuses; the fault records TNF_MIGRATE_FAIL and maps the page back
+    /// read-only (ignore_writable).
+    #[test]
+    fn migration_refused_below_high_watermark() {
+        let mut k = small_kernel("");
+        let t = thread(&k, 0);
+        pin(&mut k, t, 2);
+        k.tasks[t].numa.migrate_retry = u64::MAX;
+        protnone_page(&mut k, 13, 0);
+        k.nodes[1].used = k.nodes[1].present - k.nodes[1].wmark_high; // free == high watermark
+        let held = k.nodes[1].used;
+        k.do_numa_page(t, 0, 13);
+        let pt = &k.mms[0].vmas[0].pt;
+        assert_eq!(pt.node[13], 0);
+        assert!(!pt.protnone(13) && !pt.writable(13));
+        assert_eq!(k.tasks[t].numa.faults_locality[2], 1);
+        assert_eq!(k.nodes[1].used, held);
+        assert_eq!(k.vmstat.get(NumaPagesMigrated), 0);
+    }
+
+    /// numa-preserve-write off (3.19 / 4.0-rc): the hinting fault does not restore the write
+    /// bit, so a store right after it takes a second fault.
+    #[test]
+    fn without_preserve_write_a_store_faults_again() {
+        for (feature, faults) in [("true", 1), ("false", 2)] {
+            let mut k = small_kernel(&format!("[kernel.features]\nnuma-preserve-write = {feature}"));
+            let t = thread(&k, 0);
+            pin(&mut k, t, 0);
+            protnone_page(&mut k, 14, 0);
+            let before = k.vmstat.get(Pgfault);
+            k.do_numa_page(t, 0, 14);
+            if !k.mms[0].vmas[0].pt.writable(14) {
+                k.do_wp_page(t, 0, 14);
+            }
+            assert_eq!(k.vmstat.get(Pgfault) - before, faults, "preserve-write = {feature}");
+        }
+    }
+
+    /// mm/mempolicy.c: mpol_misplaced — a local fault returns before should_numa_migrate_memory,
+    /// so the page's last_cpupid is not updated.
+    #[test]
+    fn local_fault_leaves_last_cpupid_alone() {
+        let mut k = small_kernel("");
+        let t = thread(&k, 0);
+        pin(&mut k, t, 0);
+        protnone_page(&mut k, 15, 0);
+        let stamp = cpu_pid_to_cpupid(3, 99);
+        k.mms[0].vmas[0].pt.cpupid[15] = stamp;
+        k.do_numa_page(t, 0, 15);
+        assert_eq!(k.mms[0].vmas[0].pt.cpupid[15], stamp);
+    }
+
+    /// mm/mempolicy.c: mpol_misplaced — MPOL_BIND without MPOL_F_NUMA_BALANCING has no
+    /// MPOL_F_MOF: never misplaced.
+    #[test]
+    fn bind_policy_without_mof_never_migrates() {
+        let mut k = small_kernel("");
+        let t = thread(&k, 0);
+        pin(&mut k, t, 2);
+        k.tasks[t].policy = crate::mm::mempolicy::Mempolicy::bind(0b01);
+        place_page(&mut k, 16, 0);
+        assert_eq!(k.mpol_misplaced(t, 0, 16, 0), None);
+    }
+}

@@ -86,3 +86,31 @@ impl Kernel {
         m.free() > m.wmark_high + nr
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::mm::mempolicy::Mempolicy;
+    use crate::testutil::small_kernel;
+    use crate::vmstat::VmEvent::*;
+
+    /// mm/page_alloc.c: get_page_from_freelist — the local node first; below its low watermark
+    /// the zonelist falls back to the next node by distance (numa_miss / numa_other).
+    #[test]
+    fn default_policy_falls_back_to_the_next_node() {
+        let mut k = small_kernel("");
+        let before = (k.vmstat.get(NumaHit), k.vmstat.get(NumaMiss));
+        assert_eq!(k.alloc_page(&Mempolicy::DEFAULT, 0), Some(0));
+        k.nodes[0].used = k.nodes[0].present - k.nodes[0].wmark_min;
+        assert_eq!(k.alloc_page(&Mempolicy::DEFAULT, 0), Some(1));
+        assert_eq!((k.vmstat.get(NumaHit) - before.0, k.vmstat.get(NumaMiss) - before.1), (1, 1));
+    }
+
+    /// mm/mempolicy.c: MPOL_BIND — only the bound nodes; none left means no page (OOM).
+    #[test]
+    fn bind_policy_never_leaves_its_nodes() {
+        let mut k = small_kernel("");
+        k.nodes[1].used = k.nodes[1].present - k.nodes[1].wmark_min;
+        assert_eq!(k.alloc_page(&Mempolicy::bind(0b10), 0), None);
+        assert_eq!(k.alloc_page(&Mempolicy::bind(0b11), 2), Some(0));
+    }
+}

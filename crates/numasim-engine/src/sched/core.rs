@@ -32,6 +32,10 @@ impl Kernel {
         cands.min_by_key(|&c| (!self.idle(c) as usize, !self.core_idle(c) as usize, self.cpus[c].rq.len(), c))
     }
 
+    fn node_running(&self, node: usize) -> usize {
+        self.topo.node_cpus[node].iter().map(|&c| self.cpus[c].rq.len()).sum()
+    }
+
     fn idle_cpus(&self, t: usize, node: usize) -> usize {
         self.topo.node_cpus[node].iter().filter(|&&c| self.tasks[t].allowed[c] && self.idle(c)).count()
     }
@@ -41,7 +45,7 @@ impl Kernel {
     fn find_idlest_node(&self, t: usize, prefer: usize) -> usize {
         (0..self.topo.nr_nodes)
             .filter(|&n| self.topo.node_cpus[n].iter().any(|&c| self.tasks[t].allowed[c]))
-            .max_by_key(|&n| (self.idle_cpus(t, n), n == prefer, std::cmp::Reverse(n)))
+            .max_by_key(|&n| (self.idle_cpus(t, n), std::cmp::Reverse(self.node_running(n)), n == prefer, std::cmp::Reverse(n)))
             .unwrap_or(prefer)
     }
 
@@ -120,6 +124,9 @@ impl Kernel {
             }
         }
         self.newidle_balance();
+        if self.cpus.iter().any(|c| c.rq.len() > 1) {
+            self.node_rq_balance();
+        }
         self.smt_balance();
         if tick_no % NUMA_BALANCE_TICKS == 0 {
             self.numa_domain_balance();
@@ -169,33 +176,79 @@ impl Kernel {
         }
     }
 
-    /// Even out running tasks between nodes beyond the tolerated imbalance.
-    // kernel/sched/fair.c: sched_balance_rq at the NUMA level (active balancing of running tasks)
+    /// Even out runnable tasks between nodes beyond the tolerated imbalance: a queued task goes
+    /// to the least loaded CPU of the idlest node, a running one (active balancing) only to an
+    /// idle CPU; a task is not moved off its preferred node.
+    // kernel/sched/fair.c: sched_balance_rq at the NUMA level, migrate_degrades_locality
     fn numa_domain_balance(&mut self) {
         let nr = self.topo.nr_nodes;
         loop {
-            let running: Vec<usize> = (0..nr).map(|n| self.topo.node_cpus[n].iter().map(|&c| self.cpus[c].rq.len()).sum()).collect();
+            let running: Vec<usize> = (0..nr).map(|n| self.node_running(n)).collect();
             let busiest = (0..nr).max_by_key(|&n| (running[n], std::cmp::Reverse(n))).unwrap_or(0);
             let idlest = (0..nr).min_by_key(|&n| (running[n], n)).unwrap_or(0);
             if running[busiest] <= running[idlest] + NUMA_IMBALANCE_MIN {
                 return;
             }
-            let dst_cpus: Vec<usize> = self.topo.node_cpus[idlest].iter().copied().filter(|&c| self.idle(c)).collect();
-            if dst_cpus.is_empty() {
-                return;
-            }
-            // a task from the most loaded CPU of the busiest node that may run on the idlest node
+            let has_idle = self.topo.node_cpus[idlest].iter().any(|&c| self.idle(c));
             let mut cands: Vec<usize> = self.topo.node_cpus[busiest].clone();
             cands.sort_by_key(|&c| (std::cmp::Reverse(self.cpus[c].rq.len()), std::cmp::Reverse(self.topo.siblings(c).filter(|&s| !self.idle(s)).count()), std::cmp::Reverse(c)));
             let pick = cands.iter().find_map(|&c| {
-                self.cpus[c].rq.iter().rev().copied().find(|&t| {
+                let rq = &self.cpus[c].rq;
+                rq.iter().enumerate().rev().find_map(|(i, &t)| {
                     let leaves_preferred = self.numa_balancing() && self.tasks[t].numa.preferred_nid == Some(busiest);
-                    !leaves_preferred && dst_cpus.iter().any(|&d| self.tasks[t].allowed[d])
+                    let allowed = self.topo.node_cpus[idlest].iter().any(|&d| self.tasks[t].allowed[d]);
+                    let movable = i > 0 || has_idle;
+                    (movable && allowed && !leaves_preferred).then_some(t)
                 })
             });
             let Some(t) = pick else { return };
             let Some(dst) = self.select_cpu_on_node(t, idlest) else { return };
             self.move_task(t, dst);
         }
+    }
+
+    /// Inside a node, a queued task moves to a CPU with at least two fewer runnable tasks.
+    // kernel/sched/fair.c: sched_balance_rq at the MC level
+    fn node_rq_balance(&mut self) {
+        for node in 0..self.topo.nr_nodes {
+            loop {
+                let cpus = &self.topo.node_cpus[node];
+                let src = *cpus.iter().max_by_key(|&&c| (self.cpus[c].rq.len(), std::cmp::Reverse(c))).unwrap();
+                let dst = *cpus.iter().min_by_key(|&&c| (self.cpus[c].rq.len(), c)).unwrap();
+                if self.cpus[src].rq.len() < self.cpus[dst].rq.len() + 2 {
+                    break;
+                }
+                let Some(&t) = self.cpus[src].rq[1..].iter().rev().find(|&&t| self.tasks[t].allowed[dst]) else { break };
+                self.move_task(t, dst);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::scenario::parse_scenario;
+    use crate::simulation::Simulation;
+    use crate::testutil::{small_kernel, SMALL};
+
+    /// Fork balancing spreads a process's threads over the nodes, one per CPU.
+    #[test]
+    fn threads_spread_one_per_cpu() {
+        let k = small_kernel("");
+        assert!(k.cpus.iter().all(|c| c.rq.len() == 1));
+    }
+
+    /// Oversubscribed CPUs time-share: 8 busy threads on 4 CPUs each get about half a CPU.
+    #[test]
+    fn oversubscribed_threads_share_cpus_fairly() {
+        let text = SMALL.replace("threads = 4", "threads = 8").replace("passes = 1000", "passes = 100000");
+        let mut sim = Simulation::new(&parse_scenario(&format!("[kernel]\nnuma_balancing = false\n{text}")).unwrap()).unwrap();
+        sim.step_until(2_000_000_000).unwrap();
+        let threads: Vec<u64> = sim.k.tasks.iter().filter(|t| t.parent.is_some()).map(|t| t.sum_exec_runtime).collect();
+        let (lo, hi) = (threads.iter().min().unwrap(), threads.iter().max().unwrap());
+        assert_eq!(threads.len(), 8);
+        assert!(hi - lo <= 2 * sim.k.tick_ns, "runtimes {threads:?}");
+        let total: u64 = threads.iter().sum();
+        assert!(total > 4 * 1_800_000_000 && total <= 4 * 2_000_000_000, "4 CPUs busy: {total}");
     }
 }

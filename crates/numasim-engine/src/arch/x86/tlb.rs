@@ -50,3 +50,30 @@ impl Kernel {
         cost
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::testutil::small_kernel;
+    use crate::vmstat::VmEvent::*;
+
+    /// arch/x86/mm/tlb.c: flush_tlb_mm_range — more than tlb_single_page_flush_ceiling (33)
+    /// pages become one full flush; IPIs go to the other CPUs running the mm, and each receiver
+    /// counts a "TLB shootdowns" interrupt and spends the handler time.
+    #[test]
+    fn ceiling_and_ipi_targets() {
+        let mut k = small_kernel("");
+        let sys_before: Vec<f64> = (0..4).map(|c| k.tasks[k.cpus[c].curr().unwrap()].sys_ns).collect();
+        k.flush_tlb_mm_range(0, 0, 33);
+        assert_eq!((k.vmstat.get(NrTlbLocalFlushOne), k.vmstat.get(NrTlbLocalFlushAll)), (33, 0));
+        k.flush_tlb_mm_range(0, 0, 34);
+        assert_eq!(k.vmstat.get(NrTlbLocalFlushAll), 1);
+        assert_eq!(k.vmstat.get(NrTlbRemoteFlush), 2);
+        assert_eq!(k.irq_tlb_count, vec![0, 2, 2, 2], "the sender is not interrupted");
+        let t1 = k.cpus[1].curr().unwrap();
+        assert!(k.tasks[t1].sys_ns > sys_before[1]);
+        // a CPU running nothing of this mm is not a target
+        k.cpus[3].rq.clear();
+        k.flush_tlb_mm_range(0, 0, 64);
+        assert_eq!(k.irq_tlb_count, vec![0, 3, 3, 2]);
+    }
+}

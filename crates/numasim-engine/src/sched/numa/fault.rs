@@ -122,3 +122,86 @@ mod tests {
         assert!(cpupid_pid_unset(cpu_pid_to_cpupid(3, 0x2ff)));
     }
 }
+
+#[cfg(test)]
+mod filter_tests {
+    use super::*;
+    use crate::testutil::{pin, place_page, small_kernel, thread};
+
+    fn past_early_life(k: &mut Kernel, t: usize) {
+        k.tasks[t].numa.preferred_nid = Some(1);
+        k.tasks[t].numa.scan_seq = 5;
+    }
+
+    /// kernel/sched/fair.c: should_numa_migrate_memory — two-stage filter: after early life, a
+    /// fault whose previous toucher ran on another node only stamps last_cpupid; the next fault
+    /// from this node migrates.
+    #[test]
+    fn first_fault_from_new_cpupid_does_not_migrate() {
+        let mut k = small_kernel("");
+        let t = thread(&k, 0);
+        pin(&mut k, t, 2);
+        past_early_life(&mut k, t);
+        place_page(&mut k, 100, 0);
+        k.mms[0].vmas[0].pt.cpupid[100] = cpu_pid_to_cpupid(0, 77);
+        assert!(!k.should_numa_migrate_memory(t, 0, 100, 0));
+        assert_eq!(cpupid_to_cpu(k.mms[0].vmas[0].pt.cpupid[100]), 2, "folio_xchg_last_cpupid stamps the page");
+        assert!(k.should_numa_migrate_memory(t, 0, 100, 0), "second fault from the same node migrates");
+    }
+
+    /// kernel/sched/fair.c: should_numa_migrate_memory — early life (no preferred node or
+    /// numa_scan_seq <= 4) accepts a first touch (unset cpupid) at once.
+    #[test]
+    fn early_life_accepts_first_touch() {
+        let mut k = small_kernel("");
+        let t = thread(&k, 0);
+        pin(&mut k, t, 2);
+        place_page(&mut k, 5, 0);
+        assert_eq!(k.mms[0].vmas[0].pt.cpupid[5], CPUPID_UNSET);
+        assert!(k.should_numa_migrate_memory(t, 0, 5, 0));
+    }
+
+    /// kernel/sched/fair.c: should_numa_migrate_memory — a shared fault from the same node with
+    /// no numa_group migrates ("shared, no group yet").
+    #[test]
+    fn shared_fault_from_same_node_without_group_migrates() {
+        let mut k = small_kernel("");
+        let t = thread(&k, 0);
+        pin(&mut k, t, 2);
+        past_early_life(&mut k, t);
+        place_page(&mut k, 6, 0);
+        k.mms[0].vmas[0].pt.cpupid[6] = cpu_pid_to_cpupid(3, 78);
+        assert!(k.should_numa_migrate_memory(t, 0, 6, 0));
+    }
+
+    /// kernel/sched/fair.c: task_numa_fault — buffers count faults per (node, private), locality
+    /// counts local/remote pages, TNF_MIGRATE_FAIL feeds numa_faults_locality[2].
+    #[test]
+    fn task_numa_fault_bookkeeping() {
+        let mut k = small_kernel("");
+        let t = thread(&k, 0);
+        pin(&mut k, t, 2);
+        let pid = k.tasks[t].pid;
+        k.tasks[t].numa.migrate_retry = u64::MAX; // no placement in between
+        k.task_numa_fault(t, CPUPID_UNSET, 0, 1, TNF_MIGRATE_FAIL);
+        k.task_numa_fault(t, cpu_pid_to_cpupid(2, pid), 1, 1, TNF_FAULT_LOCAL);
+        k.task_numa_fault(t, cpu_pid_to_cpupid(0, pid + 1), 0, 1, 0);
+        let p = &k.tasks[t].numa;
+        let n = 2;
+        assert_eq!(p.faults[task_faults_idx(n, NUMA_MEMBUF, 0, 1)], 1, "first access counts as private");
+        assert_eq!(p.faults[task_faults_idx(n, NUMA_MEMBUF, 1, 1)], 1);
+        assert_eq!(p.faults[task_faults_idx(n, NUMA_MEMBUF, 0, 0)], 1, "another pid: shared");
+        assert_eq!(p.faults[task_faults_idx(n, NUMA_CPUBUF, 1, 0)] + p.faults[task_faults_idx(n, NUMA_CPUBUF, 1, 1)], 3);
+        assert_eq!(p.faults_locality, [2, 1, 1]);
+    }
+
+    /// numa-slowscan-on-migrate-fail off (before v4.0): failures are not recorded.
+    #[test]
+    fn migrate_fail_not_recorded_without_slowscan() {
+        let mut k = small_kernel("[kernel.features]\nnuma-slowscan-on-migrate-fail = false");
+        let t = thread(&k, 0);
+        k.tasks[t].numa.migrate_retry = u64::MAX;
+        k.task_numa_fault(t, CPUPID_UNSET, 0, 1, TNF_MIGRATE_FAIL);
+        assert_eq!(k.tasks[t].numa.faults_locality[2], 0);
+    }
+}

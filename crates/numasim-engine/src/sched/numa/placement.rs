@@ -80,3 +80,29 @@ impl Kernel {
         self.tasks[t].numa.migrate_retry = self.now + interval;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::sched::numa::fault::cpu_pid_to_cpupid;
+    use crate::testutil::{pin, small_kernel, thread};
+
+    /// kernel/sched/fair.c: task_numa_placement — runs once per completed scan pass and prefers
+    /// the node holding most of the task's memory faults.
+    #[test]
+    fn preferred_node_follows_memory_faults_once_per_pass() {
+        let mut k = small_kernel("");
+        let t = thread(&k, 0);
+        pin(&mut k, t, 0);
+        let pid = k.tasks[t].pid;
+        k.tasks[t].numa.migrate_retry = u64::MAX;
+        for _ in 0..3 {
+            k.task_numa_fault(t, cpu_pid_to_cpupid(0, pid), 1, 1, 0);
+        }
+        k.task_numa_fault(t, cpu_pid_to_cpupid(0, pid), 0, 1, 0);
+        k.task_numa_placement(t);
+        assert_eq!(k.tasks[t].numa.preferred_nid, None, "same scan seq: nothing to do");
+        k.mms[0].numa_scan_seq += 1;
+        k.task_numa_placement(t);
+        assert_eq!(k.tasks[t].numa.preferred_nid, Some(1));
+    }
+}

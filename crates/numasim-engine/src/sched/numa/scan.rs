@@ -319,3 +319,113 @@ mod tests {
         assert!((0..1000).all(|p| hash_32(p, 6) < 64));
     }
 }
+
+#[cfg(test)]
+mod window_tests {
+    use crate::testutil::{small_kernel, thread};
+    use crate::vmstat::VmEvent;
+
+    const SMALL_WINDOW: &str = "[kernel.sysctl]\nnuma_balancing_scan_size_mb = 16";
+
+    /// kernel/sched/fair.c: task_numa_work — one window protects at most scan_size of resident
+    /// pages, saves its offset, and a completed pass bumps mm->numa_scan_seq (reset_ptenuma_scan).
+    #[test]
+    fn window_budget_offset_and_pass_count() {
+        let mut k = small_kernel(SMALL_WINDOW);
+        let t = thread(&k, 0);
+        let resident = k.mms[0].rss();
+        assert_eq!(resident, 16384, "the main thread touched the whole 64 MiB");
+        for w in 1..=4u64 {
+            k.mms[0].numa_next_scan = 1;
+            k.task_numa_work(t);
+            assert_eq!(k.vmstat.get(VmEvent::NumaPteUpdates), 4096 * w, "window {w}");
+        }
+        assert_eq!(k.mms[0].numa_scan_seq, 0);
+        k.mms[0].numa_next_scan = 1;
+        k.task_numa_work(t);
+        assert_eq!(k.vmstat.get(VmEvent::NumaPteUpdates), 16384, "already PROT_NONE: skipped");
+        assert!(k.mms[0].numa_scan_seq >= 1, "the pass wrapped");
+        assert_eq!(k.vmstat.get(VmEvent::NrTlbLocalFlushAll), 4, "one flush per chunk that changed PTEs");
+    }
+
+    /// kernel/sched/fair.c: task_numa_work — the mm-wide numa_next_scan gate lets one thread
+    /// per period scan.
+    #[test]
+    fn gate_closed_means_no_window() {
+        let mut k = small_kernel(SMALL_WINDOW);
+        let t = thread(&k, 0);
+        k.mms[0].numa_next_scan = k.now + 1;
+        k.task_numa_work(t);
+        assert_eq!(k.vmstat.get(VmEvent::NumaPteUpdates), 0);
+    }
+
+    /// mm/mempolicy.c: vma_policy_mof — a VMA under a policy without MPOL_F_MOF is skipped.
+    #[test]
+    fn vma_without_mof_policy_is_skipped() {
+        let mut k = small_kernel(SMALL_WINDOW);
+        let t = thread(&k, 0);
+        k.tasks[t].policy = crate::mm::mempolicy::Mempolicy::bind(1);
+        k.mms[0].numa_next_scan = 1;
+        k.task_numa_work(t);
+        assert_eq!(k.vmstat.get(VmEvent::NumaPteUpdates), 0);
+    }
+
+    /// kernel/sched/fair.c: task_tick_numa — work is queued only after numa_scan_period of CPU
+    /// time and only while the mm gate is open; node_stamp advances either way.
+    #[test]
+    fn tick_queues_work_after_a_period_of_runtime() {
+        let mut k = small_kernel("");
+        let t = thread(&k, 0);
+        k.tasks[t].numa.node_stamp = 1;
+        k.tasks[t].numa.scan_period = 1000;
+        k.tasks[t].sum_exec_runtime = 900_000_000;
+        k.task_tick_numa(t);
+        assert!(!k.tasks[t].numa.work_pending);
+        k.tasks[t].sum_exec_runtime = 1_100_000_000;
+        k.mms[0].numa_next_scan = k.now + 1;
+        k.task_tick_numa(t);
+        assert!(!k.tasks[t].numa.work_pending, "gate closed");
+        assert_eq!(k.tasks[t].numa.node_stamp, 1_000_000_001);
+        k.tasks[t].sum_exec_runtime = 2_100_000_000;
+        k.mms[0].numa_next_scan = k.now;
+        k.task_tick_numa(t);
+        assert!(k.tasks[t].numa.work_pending);
+    }
+
+    /// kernel/sched/fair.c: task_scan_min/task_scan_max — worked numbers of spec §1.9.
+    #[test]
+    fn scan_period_bounds_follow_rss() {
+        let mut k = small_kernel("");
+        let t = thread(&k, 0);
+        k.mms[0].node_pages = [262144, 0, 0, 0, 0, 0, 0, 0]; // 1 GiB -> 4 windows
+        assert_eq!((k.task_scan_min(t), k.task_scan_max(t)), (250, 15000));
+        k.mms[0].node_pages = [262144 * 8, 0, 0, 0, 0, 0, 0, 0]; // 8 GiB -> 32 windows
+        assert_eq!((k.task_scan_min(t), k.task_scan_max(t)), (100, 1875));
+    }
+
+    /// kernel/sched/fair.c: update_task_scan_period — failed migrations double the period (up
+    /// to the max) and leave numa_faults_locality[] alone; private local faults slow scanning;
+    /// shared remote faults speed it up.
+    #[test]
+    fn scan_period_adapts_to_locality() {
+        let mut k = small_kernel("");
+        let t = thread(&k, 0);
+        k.mms[0].node_pages = [262144, 0, 0, 0, 0, 0, 0, 0];
+        let p = &mut k.tasks[t].numa;
+        p.scan_period = 1000;
+        p.scan_period_max = 15000;
+        p.faults_locality = [5, 5, 1];
+        k.update_task_scan_period(t, 0, 10);
+        assert_eq!(k.tasks[t].numa.scan_period, 2000);
+        assert_eq!(k.tasks[t].numa.faults_locality, [5, 5, 1], "not cleared on the doubling path");
+
+        k.tasks[t].numa.faults_locality = [0, 10, 0];
+        k.update_task_scan_period(t, 0, 10); // ps_ratio 10 -> +3 slots of 200 ms
+        assert_eq!(k.tasks[t].numa.scan_period, 2600);
+        assert_eq!(k.tasks[t].numa.faults_locality, [0, 0, 0]);
+
+        k.tasks[t].numa.faults_locality = [10, 0, 0];
+        k.update_task_scan_period(t, 10, 0); // lr 0, ps 0 -> -7 slots of 260 ms
+        assert_eq!(k.tasks[t].numa.scan_period, 2600 - 7 * 260);
+    }
+}

@@ -1,0 +1,85 @@
+//! Test fixture: a small 2-node machine with one numa02-like process whose threads are placed.
+
+use crate::kernel::Kernel;
+use crate::mm::pgtable::PTE_WRITE;
+use crate::scenario::parse_scenario;
+use crate::simulation::Simulation;
+
+/// 2 nodes x 2 CPUs, 1 GiB per node; one process (4 threads + main) with a 64 MiB buffer.
+pub const SMALL: &str = r#"
+[machine]
+nodes = 2
+cpus_per_node = 2
+smt = 1
+memory_gib_per_node = 1
+distances = [[10, 21], [21, 10]]
+[machine.cost]
+stream_gibps = [[2.0, 1.4], [1.4, 2.0]]
+smt_share = 0.5
+latency_ns = [[100.0, 180.0], [180.0, 100.0]]
+node_bandwidth_gibps = [100.0, 100.0]
+interconnect_gibps = 50.0
+fault_entry_exit_ns = 1000.0
+clear_page_ns = 400.0
+pte_update_ns = 5.0
+hint_fault_ns = 1000.0
+migrate_page_ns = 3000.0
+page_copy_gibps = 6.0
+ipi_send_ns = 700.0
+ipi_per_target_ns = 150.0
+ipi_receive_ns = 1200.0
+tlb_flush_local_all_ns = 200.0
+tlb_flush_local_one_ns = 100.0
+[[workload]]
+kind = "numa02"
+size_mib = 64
+passes = 1000
+threads = 4
+"#;
+
+/// A kernel whose threads are running (one per CPU) after the main thread's first touch.
+pub fn small_kernel(extra: &str) -> Kernel {
+    let s = parse_scenario(&format!("{extra}\n{SMALL}")).expect("fixture parses");
+    let mut sim = Simulation::new(&s).expect("builds");
+    // run until the 4 threads are on CPUs
+    while sim.k.tasks.iter().filter(|t| t.runnable() && t.parent.is_some()).count() < 4 {
+        assert!(sim.step().expect("steps"));
+    }
+    sim.k
+}
+
+/// Thread `i` of the fixture (task index; the main task is 0).
+pub fn thread(k: &Kernel, i: usize) -> usize {
+    k.tasks.iter().enumerate().filter(|(_, t)| t.parent.is_some()).nth(i).map(|(t, _)| t).expect("thread")
+}
+
+/// Put task `t` on `cpu`, swapping it with the task running there.
+pub fn pin(k: &mut Kernel, t: usize, cpu: usize) {
+    let old = k.tasks[t].cpu;
+    if old == cpu {
+        return;
+    }
+    let other = k.cpus[cpu].curr();
+    k.cpus[old].rq.retain(|&x| x != t);
+    k.cpus[cpu].rq.retain(|&x| Some(x) != other);
+    k.tasks[t].cpu = cpu;
+    k.cpus[cpu].rq.insert(0, t);
+    if let Some(o) = other {
+        k.tasks[o].cpu = old;
+        k.cpus[old].rq.insert(0, o);
+    }
+}
+
+/// Make page `idx` of VMA 0 resident on `node` (writable), whatever it was.
+pub fn place_page(k: &mut Kernel, idx: u64, node: usize) {
+    let mm = 0;
+    let pt = &mut k.mms[mm].vmas[0].pt;
+    if pt.populated(idx) {
+        let old = pt.unpopulate(idx);
+        k.nodes[old].used -= 1;
+        k.mms[mm].node_pages[old] -= 1;
+    }
+    k.mms[mm].vmas[0].pt.populate(idx, node, PTE_WRITE);
+    k.nodes[node].used += 1;
+    k.mms[mm].node_pages[node] += 1;
+}

@@ -1,0 +1,105 @@
+//! Whole runs: kernel invariants, determinism, and the directions the issue's acceptance names.
+
+use numasim_engine::{parse_scenario, run, RunResult};
+
+fn run_toml(text: &str) -> RunResult {
+    let r = run(&parse_scenario(text).expect("scenario parses")).expect("run succeeds");
+    check_invariants(&r);
+    r
+}
+
+/// /proc/vmstat relations that hold on every kernel.
+fn check_invariants(r: &RunResult) {
+    assert!(r.completed, "every task finished");
+    assert!(r.counter("numa_hint_faults_local") <= r.counter("numa_hint_faults"));
+    assert!(r.counter("numa_pages_migrated") <= r.counter("pgmigrate_success"));
+    assert!(r.counter("numa_hint_faults") <= r.counter("pgfault"));
+    assert_eq!(r.counter("numa_hit") + r.counter("numa_miss"), r.counter("numa_local") + r.counter("numa_other"));
+    assert_eq!(r.counter("pgalloc_normal"), r.counter("pgfree"), "every page is freed at exit");
+    for w in r.samples.vmstat.windows(2) {
+        assert!(w[0].iter().zip(w[1].iter()).all(|(a, b)| a <= b), "counters never decrease");
+    }
+}
+
+fn workload(kind: &str, balancing: bool) -> String {
+    format!("[kernel]\nnuma_balancing = {balancing}\n[[workload]]\nkind = \"{kind}\"\n")
+}
+
+/// Hint-local percent over the last `frac` of the run, from the vmstat series (100 if none).
+fn hint_local_pct_tail(r: &RunResult, frac: f64) -> f64 {
+    let t = &r.samples.time_ns;
+    let end = *t.last().unwrap();
+    let from = end - (end as f64 * frac) as u64;
+    let i = t.iter().position(|&x| x >= from).unwrap();
+    let (faults, local) = (2, 3); // indices of numa_hint_faults and numa_hint_faults_local
+    let df = r.samples.vmstat.last().unwrap()[faults] - r.samples.vmstat[i][faults];
+    let dl = r.samples.vmstat.last().unwrap()[local] - r.samples.vmstat[i][local];
+    if df == 0 {
+        100.0
+    } else {
+        100.0 * dl as f64 / df as f64
+    }
+}
+
+#[test]
+fn vmstat_series_indices_match_names() {
+    assert_eq!(numasim_engine::vmstat::VM_EVENT_NAMES[2], "numa_hint_faults");
+    assert_eq!(numasim_engine::vmstat::VM_EVENT_NAMES[3], "numa_hint_faults_local");
+}
+
+/// Issue 2 acceptance on the 2-node 128-CPU profile: with balancing, numa02 converges (hint
+/// faults local at the end) and runs within 15% of HARD_BIND; without, no hint faults and a
+/// time between HARD_BIND and INVERSE_BIND.
+#[test]
+fn numa02_balancing_converges_to_hard_bind() {
+    let on = run_toml(&workload("numa02", true));
+    let off = run_toml(&workload("numa02", false));
+    let hard = run_toml(&workload("numa02_HARD_BIND", false));
+    let inverse = run_toml(&workload("numa02_INVERSE_BIND", false));
+    let tail = hint_local_pct_tail(&on, 0.1);
+    assert!(tail >= 80.0, "hint-local % over the last 10%: {tail}");
+    assert!(on.counter("numa_pages_migrated") > 0);
+    assert!((on.elapsed_s - hard.elapsed_s).abs() / hard.elapsed_s <= 0.15, "on {} vs hard {}", on.elapsed_s, hard.elapsed_s);
+    assert_eq!(off.counter("numa_hint_faults"), 0);
+    assert_eq!(off.counter("numa_pte_updates"), 0);
+    assert!(hard.elapsed_s <= off.elapsed_s && off.elapsed_s <= inverse.elapsed_s, "hard {} off {} inverse {}", hard.elapsed_s, off.elapsed_s, inverse.elapsed_s);
+    // bound memory never migrates
+    let hard_on = run_toml(&workload("numa02_HARD_BIND", true));
+    assert_eq!(hard_on.counter("numa_pages_migrated"), 0);
+}
+
+/// The same scenario and seed give bit-identical results; the seed picks numa01's node.
+#[test]
+fn runs_are_deterministic() {
+    let text = "seed = 7\n[machine]\ncpus_per_node = 8\nsmt = 2\n[[workload]]\nkind = \"numa01\"\nsize_mib = 64\npasses = 30\n";
+    let a = run_toml(text).to_json().to_string();
+    let b = run_toml(text).to_json().to_string();
+    assert_eq!(a, b);
+}
+
+/// Every autonuma-benchmark variant runs to completion at small scale with consistent counters.
+#[test]
+fn every_autonuma_variant_completes() {
+    for kind in numasim_engine::workload::autonuma::KINDS {
+        for balancing in [false, true] {
+            let text = format!(
+                "[machine]\ncpus_per_node = 8\nsmt = 2\n[kernel]\nnuma_balancing = {balancing}\n[[workload]]\nkind = \"{kind}\"\nsize_mib = 128\npasses = 40\n"
+            );
+            let r = run_toml(&text);
+            assert!(r.elapsed_s > 0.0, "{kind}");
+            if !balancing {
+                assert_eq!(r.counter("numa_hint_faults"), 0, "{kind}");
+            }
+        }
+    }
+}
+
+/// numa01 at full scale with balancing is the heaviest case; here at a quarter of the passes.
+#[test]
+fn numa01_with_balancing_keeps_counters_consistent() {
+    let r = run_toml("[[workload]]\nkind = \"numa01\"\npasses = 5\n");
+    assert!(r.counter("numa_hint_faults") > 0);
+    assert!(r.counter("numa_pages_migrated") > 0, "shared pages ping-pong between nodes");
+    let per_process = r.samples.memory.iter().filter(|m| m.0 == 1).count();
+    assert_eq!(per_process, 2 * 2, "two processes x two nodes in the memory series");
+}
