@@ -103,3 +103,63 @@ fn numa01_with_balancing_keeps_counters_consistent() {
     let per_process = r.samples.memory.iter().filter(|m| m.0 == 1).count();
     assert_eq!(per_process, 2 * 2, "two processes x two nodes in the memory series");
 }
+
+/// Random small machines and workloads: every outcome is a result or a clean error, never a panic.
+#[test]
+fn random_scenarios_never_panic() {
+    let mut x: u64 = 0x1234_5678;
+    let mut next = |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    };
+    let kinds = numasim_engine::workload::autonuma::KINDS;
+    let (mut ran, mut refused) = (0, 0);
+    for _ in 0..60 {
+        let nodes = next(5); // 0..4: 0 and 1 must be refused cleanly
+        let smt = 1 + next(2);
+        let cpus = smt * (1 + next(4));
+        let mem = [0.05, 0.25, 1.0, 4.0][next(4) as usize];
+        let kind = kinds[next(kinds.len() as u64) as usize];
+        let text = format!(
+            "seed = {}\n[machine]\nnodes = {nodes}\ncpus_per_node = {cpus}\nsmt = {smt}\nmemory_gib_per_node = {mem}\n[kernel]\nnuma_balancing = {}\n[kernel.sysctl]\nnuma_balancing_scan_delay_ms = {}\nnuma_balancing_scan_size_mb = {}\n[run]\nmax_sim_s = 30\n[[workload]]\nkind = \"{kind}\"\nsize_mib = {}\npasses = {}\nthreads = {}\n",
+            next(1000),
+            next(2) == 1,
+            next(1500),
+            next(300),
+            1 + next(300),
+            1 + next(20),
+            1 + next(12),
+        );
+        let full = text.replace("[kernel]\n", &format!("{}\n[kernel]\n", cost_table(nodes as usize)));
+        match parse_scenario(&full) {
+            Err(numasim_engine::Error::Scenario(p)) => {
+                assert!(!p.is_empty());
+                refused += 1;
+            }
+            Err(e) => panic!("unexpected error kind: {e}"),
+            Ok(s) => match run(&s) {
+                Ok(r) => {
+                    assert!(r.counter("numa_hint_faults_local") <= r.counter("numa_hint_faults"));
+                    ran += 1;
+                }
+                Err(numasim_engine::Error::OutOfMemory { .. }) => {}
+                Err(e) => panic!("{full}\n-> {e}"),
+            },
+        }
+    }
+    assert!(ran >= 20 && refused >= 5, "ran {ran}, refused {refused}");
+}
+
+fn cost_table(n: usize) -> String {
+    let m = |l: f64, r: f64| format!("[{}]", (0..n).map(|a| format!("[{}]", (0..n).map(|b| if a == b { l } else { r }.to_string()).collect::<Vec<_>>().join(", "))).collect::<Vec<_>>().join(", "));
+    let v = |x: f64| format!("[{}]", vec![x.to_string(); n].join(", "));
+    let d = format!("[{}]", (0..n).map(|a| format!("[{}]", (0..n).map(|b| if a == b { "10" } else { "21" }).collect::<Vec<_>>().join(", "))).collect::<Vec<_>>().join(", "));
+    format!(
+        "distances = {d}\n[machine.cost]\nstream_gibps = {}\nsmt_share = 0.5\nlatency_ns = {}\nnode_bandwidth_gibps = {}\ninterconnect_gibps = 40.0\nfault_entry_exit_ns = 900.0\nclear_page_ns = 350.0\npte_update_ns = 5.0\nhint_fault_ns = 1200.0\nmigrate_page_ns = 3000.0\npage_copy_gibps = 6.0\nipi_send_ns = 700.0\nipi_per_target_ns = 150.0\nipi_receive_ns = 1200.0\ntlb_flush_local_all_ns = 200.0\ntlb_flush_local_one_ns = 100.0\n",
+        m(2.5, 1.7),
+        m(100.0, 180.0),
+        v(100.0)
+    )
+}

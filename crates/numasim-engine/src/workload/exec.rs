@@ -88,6 +88,9 @@ impl Kernel {
         let cost = self.tasks[t].page_cost;
         let nr = self.topo.nr_nodes;
         let end = first + npages;
+        if npages == 0 {
+            return true;
+        }
         loop {
             let SweepState { mut pass, mut pos } = self.tasks[t].sweep;
             if pass >= passes {
