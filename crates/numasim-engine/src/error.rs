@@ -15,8 +15,11 @@ pub struct ScenarioProblem {
 }
 
 impl ScenarioProblem {
+    /// A problem; the message is kept to one line.
     pub fn new(loc: impl Into<String>, kind: &str, msg: impl Into<String>) -> Self {
-        Self { loc: loc.into(), kind: kind.to_string(), msg: msg.into() }
+        let msg: String = msg.into();
+        let msg = msg.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; ");
+        Self { loc: loc.into(), kind: kind.to_string(), msg }
     }
 }
 

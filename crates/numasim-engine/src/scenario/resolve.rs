@@ -12,11 +12,12 @@ type Problems = Vec<ScenarioProblem>;
 
 /// Parse and validate a scenario; on failure every problem found is returned.
 pub fn parse_scenario(text: &str) -> Result<Scenario> {
-    let mut value: toml::Value = toml::from_str(text).map_err(|e| syntax_error(&e))?;
+    let mut value: toml::Value = toml::from_str(text).map_err(|e| syntax_error(text, &e))?;
     merge_machine_profile(&mut value)?;
     let raw: RawScenario = serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
-        let msg = e.inner().to_string();
+        // serde appends "in `table`" on further lines: the path already says where
+        let msg = e.inner().to_string().lines().next().unwrap_or_default().trim().to_string();
         let kind = if msg.contains("unknown field") { "unknown_key" } else { "invalid_value" };
         let loc = if path == "." { "scenario".to_string() } else { path };
         Error::scenario(loc, kind, msg)
@@ -36,12 +37,18 @@ pub fn parse_scenario(text: &str) -> Result<Scenario> {
     Ok(Scenario { seed: raw.seed.unwrap_or(1), machine, kernel, workloads, run })
 }
 
-fn syntax_error(e: &toml::de::Error) -> Error {
+fn syntax_error(text: &str, e: &toml::de::Error) -> Error {
     let loc = match e.span() {
-        Some(s) => format!("byte {}", s.start),
+        Some(s) => {
+            let before = &text[..s.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let col = before.len() - before.rfind('\n').map(|i| i + 1).unwrap_or(0) + 1;
+            format!("line {line}, column {col}")
+        }
         None => "scenario".to_string(),
     };
-    Error::scenario(loc, "toml_syntax", e.message().to_string())
+    let msg = e.message().lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; ");
+    Error::scenario(loc, "toml_syntax", msg)
 }
 
 /// `[machine] profile = "..."`: the built-in profile's keys, overridden by the scenario's.
@@ -333,7 +340,10 @@ mod tests {
 
     #[test]
     fn malformed_toml_is_a_syntax_error() {
-        assert_eq!(problems("[[workload]\nkind=")[0].kind, "toml_syntax");
+        let p = problems("seed = 1\n[[workload]\nkind=");
+        assert_eq!(p[0].kind, "toml_syntax");
+        assert!(p[0].loc.starts_with("line 2, column"), "{:?}", p[0]);
+        assert!(!p[0].msg.contains('\n'));
     }
 
     #[test]

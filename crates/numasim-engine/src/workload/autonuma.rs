@@ -83,8 +83,8 @@ impl AutonumaSpec {
             bad("threads", format!("must be in 1..=65536, got {threads}"));
         }
         let size = w.size_mib.unwrap_or(def_size);
-        if !(1..=1 << 24).contains(&size) {
-            bad("size_mib", format!("must be in 1..=16777216, got {size}"));
+        if !(1..=1 << 32).contains(&size) {
+            bad("size_mib", format!("must be in 1..=4294967296, got {size}"));
         }
         let passes = w.passes.unwrap_or(def_passes);
         if !(1..=1_000_000).contains(&passes) {
