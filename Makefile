@@ -1,0 +1,64 @@
+# numasim: `make run` and `make test` are the contract (see README.md).
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV   := .venv
+BIN    := $(VENV)/bin
+PY     := $(BIN)/python
+# rustup installs cargo here; make it visible even from a bare environment.
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+
+DEPS_STAMP  := $(VENV)/.deps-installed
+BUILD_STAMP := $(VENV)/.engine-built
+RUST_SRC    := Cargo.toml Cargo.lock $(shell find crates -type f \( -name '*.rs' -o -name '*.toml' \) 2>/dev/null)
+
+# A fresh clone has no compiled module even if an old venv stamp survived.
+ifeq ($(wildcard python/numasim/_engine*.so),)
+$(shell rm -f $(BUILD_STAMP))
+endif
+
+.PHONY: help setup run test bench lint check-cargo clean
+
+help:
+	@echo "make setup   create .venv, install pinned tools, build the engine"
+	@echo "make run     reproduce autonuma-balancing (prints the table)"
+	@echo "make test    cargo tests + pytest"
+	@echo "make bench   simulator speed (numasim bench)"
+	@echo "make lint    cargo clippy + python compileall"
+
+check-cargo:
+	@command -v cargo >/dev/null 2>&1 || { \
+	  echo "error: cargo (the Rust toolchain) is not on PATH." >&2; \
+	  echo "Install it with rustup:  curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh" >&2; \
+	  echo "then open a new shell (or 'source \$$HOME/.cargo/env') and run make again." >&2; \
+	  exit 1; }
+
+$(PY):
+	python3 -m venv $(VENV)
+
+$(DEPS_STAMP): requirements-dev.txt | $(PY)
+	$(BIN)/pip install --disable-pip-version-check -q -r requirements-dev.txt
+	@touch $@
+
+$(BUILD_STAMP): $(DEPS_STAMP) pyproject.toml $(RUST_SRC) | check-cargo
+	VIRTUAL_ENV=$(abspath $(VENV)) $(BIN)/maturin develop --release --quiet
+	@touch $@
+
+setup: check-cargo $(BUILD_STAMP)
+
+run: setup
+	$(BIN)/numasim reproduce autonuma-balancing
+
+test: setup
+	cargo test --release --workspace --exclude numasim-py
+	$(BIN)/pytest -q tests
+
+bench: setup
+	$(BIN)/numasim bench
+
+lint: setup
+	cargo clippy --workspace --exclude numasim-py -- -D warnings
+	$(PY) -m compileall -q python/numasim tests
+
+clean:
+	rm -rf $(VENV) python/numasim/_engine*.so

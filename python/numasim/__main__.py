@@ -1,0 +1,5 @@
+import sys
+
+from numasim.cli import main
+
+sys.exit(main())

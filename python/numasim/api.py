@@ -1,0 +1,73 @@
+"""run(): assemble the scenario, hand it to the engine, wrap the result."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from numasim import _engine
+from numasim.result import Result
+from numasim.scenario import scenario_toml
+
+
+def host_memory_bytes():
+    """MemAvailable from /proc/meminfo, or None where it cannot be read.
+
+    NUMASIM_HOST_MEMORY_BYTES overrides it (tests, or to cap the engine)."""
+    env = os.environ.get("NUMASIM_HOST_MEMORY_BYTES")
+    if env:
+        return int(env)
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def run(
+    scenario=None,
+    *,
+    workload=None,
+    machine=None,
+    balancing=None,
+    seed=None,
+    features=None,
+    sysctl=None,
+    overrides=None,
+    **workload_params,
+) -> Result:
+    """Run one scenario and return its Result.
+
+    ``scenario`` is a TOML path, TOML text or dict. The keywords build or
+    amend it: ``run(workload="numa02", balancing=False, size_mib=64)``.
+    ``overrides`` maps dotted keys to values (``{"machine.cpus_per_node": 4}``).
+    """
+    text = scenario_toml(
+        scenario, workload=workload, machine=machine, balancing=balancing,
+        seed=seed, features=features, sysctl=sysctl, overrides=overrides,
+        **workload_params,
+    )
+    return Result(_engine.run(text, host_memory_bytes()))
+
+
+def resolve(scenario=None, **kwargs) -> dict:
+    """Validate a scenario and return it fully resolved (nothing is run)."""
+    return json.loads(_engine.resolve(scenario_toml(scenario, **kwargs)))
+
+
+def machine_profiles() -> list:
+    """Names of the built-in machine profiles."""
+    return list(_engine.machine_profiles())
+
+
+def machine_profile_toml(name: str) -> str:
+    """The TOML text of one built-in machine profile."""
+    return _engine.machine_profile_toml(name)
+
+
+def features() -> list:
+    """Kernel features the engine knows: name, since, seed, summary, modelled, default."""
+    return json.loads(_engine.features())

@@ -1,0 +1,277 @@
+"""The `numasim` command line.
+
+User errors (bad scenario, missing file, host too small) print one
+`error: <loc>: <msg>` line each and exit 2; engine bugs exit 1.
+Set NUMASIM_BACKTRACE=1 to get the Python traceback as well.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numasim
+from numasim.exceptions import (
+    CapacityError,
+    InternalError,
+    NumasimError,
+    ScenarioError,
+    error_list,
+)
+from numasim.scenario import DEFAULT_MACHINE, UsageError, parse_set, scenario_toml
+
+TABLE_COUNTERS = [
+    "numa_pte_updates",
+    "numa_huge_pte_updates",
+    "numa_hint_faults",
+    "numa_hint_faults_local",
+    "numa_pages_migrated",
+    "pgmigrate_success",
+    "pgmigrate_fail",
+    "numa_hit",
+    "numa_miss",
+    "numa_local",
+    "numa_other",
+    "pgfault",
+    "nr_tlb_remote_flush",
+    "nr_tlb_remote_flush_received",
+]
+
+
+def _table(rows, head=None) -> str:
+    rows = [[str(c) for c in r] for r in rows]
+    if head:
+        rows = [list(head)] + rows
+    if not rows:
+        return ""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    if head:
+        lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- run
+
+
+def _scenario_text(args) -> str:
+    if args.scenario is None and args.workload is None:
+        raise UsageError("give a scenario file or --workload NAME")
+    overrides = [parse_set(s) for s in args.set or []]
+    balancing = args.balancing
+    if args.scenario is None and balancing is None:
+        balancing = "on"  # the --workload shortcut defaults to balancing on
+    return scenario_toml(
+        args.scenario, workload=args.workload, machine=args.machine,
+        balancing=balancing, seed=args.seed, overrides=overrides,
+    )
+
+
+def cmd_run(args) -> int:
+    result = numasim.run(_scenario_text(args))
+    if args.save:
+        result.save(args.save)
+    if args.json:
+        print(result.to_json())
+        return 0
+    sc = result.scenario
+    m = sc.get("machine", {})
+    k = sc.get("kernel", {})
+    workloads = sc.get("workloads") or sc.get("workload") or []
+    kinds = ", ".join(w.get("kind", "?") for w in workloads)
+    print(f"{kinds} on {m.get('name') or m.get('profile') or 'custom machine'}: "
+          f"numa_balancing={'on' if k.get('numa_balancing') else 'off'}, seed={result.seed}")
+    print()
+    print(_table([[key, f"{float(v):.3f}"] for key, v in result.times.items()], ["time", "seconds"]))
+    print()
+    c = result.counters
+    names = [n for n in TABLE_COUNTERS if n in c] + sorted(n for n in c if n not in TABLE_COUNTERS)
+    rows = [[n, c[n]] for n in names]
+    rows.append(["hint local % (all)", f"{result.hint_local_percent():.1f}"])
+    rows.append(["hint local % (last 10%)", f"{result.hint_local_percent(0.1):.1f}"])
+    print(_table(rows, ["vmstat", "value"]))
+    return 0
+
+
+# ---------------------------------------------------------------- reproduce
+
+
+def cmd_reproduce(args) -> int:
+    from numasim import experiments
+
+    if args.list or not args.name:
+        for n in experiments.names():
+            print(f"{n}: {experiments.get(n).description}")
+        return 0
+    try:
+        exp = experiments.get(args.name)
+    except KeyError as exc:
+        raise UsageError(exc.args[0]) from None
+    overrides = [parse_set(s) for s in args.set or []]
+    res = exp.run(max_workers=args.jobs, overrides=overrides)
+    print(res.to_json() if args.json else res.to_table())
+    return 1 if args.strict and not res.passed else 0
+
+
+# ---------------------------------------------------------------- bench
+
+BENCH_WORKLOADS = ["numa01", "numa02"]
+
+
+def bench_one(workload: str) -> dict:
+    text = scenario_toml(workload=workload, machine=DEFAULT_MACHINE, balancing=True)
+    t0 = time.perf_counter()
+    r = numasim.run(text)
+    wall = time.perf_counter() - t0
+    ev = r.sim.get("events", {})
+    events = sum(int(ev.get(k, 0)) for k in ("pte_updates", "hint_faults", "migrations"))
+    return {
+        "workload": workload,
+        "machine": DEFAULT_MACHINE,
+        "sim_s": r.elapsed_s,
+        "wall_s": wall,
+        "x_real_time": r.elapsed_s / wall if wall > 0 else None,
+        "numa_events": events,
+        "events_per_wall_s": events / wall if wall > 0 else None,
+        "ticks": r.sim.get("ticks"),
+    }
+
+
+def cmd_bench(args) -> int:
+    runs = []
+    for w in BENCH_WORKLOADS:
+        runs.append(bench_one(w))
+        if not args.json:
+            print(f"  {w}: done in {runs[-1]['wall_s']:.2f} s wall", file=sys.stderr)
+    if args.json:
+        print(json.dumps({"numasim_version": numasim.__version__, "runs": runs}, indent=1))
+        return 0
+    head = ["workload", "sim_s", "wall_s", "x real time", "NUMA events/wall s", "ticks"]
+    rows = [[r["workload"], f"{r['sim_s']:.2f}", f"{r['wall_s']:.2f}", f"{r['x_real_time']:.1f}",
+             f"{r['events_per_wall_s']:.3g}", r["ticks"]] for r in runs]
+    print(_table(rows, head))
+    return 0
+
+
+# ---------------------------------------------------------------- info
+
+
+def cmd_machines(args) -> int:
+    if args.show:
+        print(numasim.machine_profile_toml(args.show), end="")
+        return 0
+    for name in numasim.machine_profiles():
+        mark = "  (default)" if name == DEFAULT_MACHINE else ""
+        print(f"{name}{mark}")
+    return 0
+
+
+def cmd_features(args) -> int:
+    feats = numasim.features()
+    if args.json:
+        print(json.dumps(feats, indent=1))
+        return 0
+    rows = [[f["name"], f.get("since", ""), f.get("seed", ""),
+             "yes" if f.get("modelled") else "no", "on" if f.get("default") else "off",
+             f.get("summary", "")] for f in feats]
+    print(_table(rows, ["name", "since", "seed", "modelled", "default", "summary"]))
+    return 0
+
+
+def cmd_scenario_show(args) -> int:
+    overrides = [parse_set(s) for s in args.set or []]
+    text = scenario_toml(args.file, overrides=overrides)
+    print(json.dumps(numasim.resolve(text), indent=2))
+    return 0
+
+
+# ---------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="numasim", description=__doc__.splitlines()[0])
+    p.add_argument("--version", action="version", version=f"numasim {numasim.__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    sp = sub.add_parser("run", help="run one scenario")
+    sp.add_argument("scenario", nargs="?", help="scenario TOML file")
+    sp.add_argument("--workload", "-w", help="workload kind, e.g. numa02 (replaces the file's)")
+    sp.add_argument("--machine", "-m", help=f"machine profile (default {DEFAULT_MACHINE})")
+    sp.add_argument("--balancing", choices=["on", "off"], help="kernel.numa_balancing (default on)")
+    sp.add_argument("--seed", type=int)
+    sp.add_argument("--set", action="append", metavar="KEY=VALUE",
+                    help="dotted-key override, e.g. workload.size_mib=64 (repeatable)")
+    sp.add_argument("--json", action="store_true", help="print the result JSON")
+    sp.add_argument("--save", metavar="PATH", help="also write the result JSON to PATH")
+    sp.set_defaults(func=cmd_run)
+
+    sp = sub.add_parser("reproduce", help="run a named experiment and check it")
+    sp.add_argument("name", nargs="?")
+    sp.add_argument("--list", action="store_true", help="list experiments")
+    sp.add_argument("--json", action="store_true")
+    sp.add_argument("--jobs", "-j", type=int, default=2, help="parallel runs (max 2)")
+    sp.add_argument("--set", action="append", metavar="KEY=VALUE",
+                    help="override applied to every run (results then differ from the reference)")
+    sp.add_argument("--strict", action="store_true", help="exit 1 when a check fails")
+    sp.set_defaults(func=cmd_reproduce)
+
+    sp = sub.add_parser("bench", help="measure simulator speed (numa01, numa02)")
+    sp.add_argument("--json", action="store_true")
+    sp.set_defaults(func=cmd_bench)
+
+    sp = sub.add_parser("machines", help="list built-in machine profiles")
+    sp.add_argument("--show", metavar="NAME", help="print one profile's TOML")
+    sp.set_defaults(func=cmd_machines)
+
+    sp = sub.add_parser("features", help="list kernel features the engine knows")
+    sp.add_argument("--json", action="store_true")
+    sp.set_defaults(func=cmd_features)
+
+    sp = sub.add_parser("scenario", help="scenario tools")
+    ssub = sp.add_subparsers(dest="scenario_command", required=True, metavar="ACTION")
+    ss = ssub.add_parser("show", help="print the fully resolved scenario as JSON")
+    ss.add_argument("file")
+    ss.add_argument("--set", action="append", metavar="KEY=VALUE")
+    ss.set_defaults(func=cmd_scenario_show)
+    return p
+
+
+def _error(loc: str, msg: str) -> None:
+    msg = " ".join(part.strip() for part in msg.splitlines() if part.strip())  # one line each
+    print(f"error: {loc}: {msg}" if loc else f"error: {msg}", file=sys.stderr)
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args) or 0
+    except (ScenarioError, CapacityError, InternalError, NumasimError) as exc:
+        if os.environ.get("NUMASIM_BACKTRACE"):
+            raise
+        for e in error_list(exc):
+            _error(e["loc"], e["msg"])
+        if isinstance(exc, InternalError):
+            print("error: this is a numasim bug; NUMASIM_BACKTRACE=1 shows more", file=sys.stderr)
+            return 1
+        return 2
+    except FileNotFoundError as exc:
+        _error(exc.filename or "", "no such file")
+        return 2
+    except IsADirectoryError as exc:
+        _error(exc.filename or "", "is a directory, not a scenario file")
+        return 2
+    except UsageError as exc:
+        _error("", str(exc))
+        return 2
+    except BrokenPipeError:
+        sys.stderr.close()  # `numasim ... | head`
+        return 0
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

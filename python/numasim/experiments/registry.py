@@ -1,0 +1,169 @@
+"""Experiment registry and the shared machinery: parallel runs, rows, output."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+
+from numasim.result import Result
+
+
+@dataclass
+class Row:
+    """One line of an experiment's report."""
+
+    metric: str
+    values: dict  # column -> number (None when the run failed)
+    reference: dict = field(default_factory=dict)  # column -> published number
+    check: str = ""  # the tolerance rule in words; "" for plain measurements
+    ok: bool = True
+
+    def to_dict(self) -> dict:
+        d = {"metric": self.metric, "values": self.values, "check": self.check, "ok": self.ok}
+        if self.reference:
+            d["reference"] = self.reference
+        return d
+
+
+@dataclass
+class ExperimentResult:
+    experiment: str
+    columns: list
+    rows: list
+
+    @property
+    def passed(self) -> bool:
+        return all(r.ok for r in self.rows)
+
+    def to_dict(self) -> dict:
+        return {
+            "experiment": self.experiment,
+            "columns": list(self.columns),
+            "rows": [r.to_dict() for r in self.rows],
+            "pass": self.passed,
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1)
+
+    def to_table(self) -> str:
+        head = ["metric", *self.columns, "check", "ok"]
+        lines = []
+        for r in self.rows:
+            cells = [r.metric]
+            for c in self.columns:
+                cell = _fmt(r.values.get(c)) if c in r.values else ""
+                if c in r.reference:
+                    cell += f" (ref {_fmt(r.reference[c])})"
+                cells.append(cell)
+            cells += [r.check, ("ok" if r.ok else "FAIL") if r.check else ""]
+            lines.append(cells)
+        widths = [max(len(x[i]) for x in [head, *lines]) for i in range(len(head))]
+        fmt = "  ".join("{:<%d}" % w for w in widths)
+        out = [fmt.format(*head), fmt.format(*("-" * w for w in widths))]
+        out += [fmt.format(*cells) for cells in lines]
+        out.append(f"\n{self.experiment}: {'PASS' if self.passed else 'FAIL'}")
+        return "\n".join(x.rstrip() for x in out)
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return f"{v:.1f}" if abs(v) >= 1000 else f"{v:.3f}"
+    return str(v)
+
+
+# ---------------------------------------------------------------- running
+
+
+@dataclass
+class RunOutcome:
+    """A run's Result, or the error lines that stopped it."""
+
+    result: Result | None = None
+    error: str | None = None
+
+
+def _run_one(toml_text: str):
+    """Worker: returns picklable data only (native exceptions may not pickle)."""
+    from numasim.api import host_memory_bytes
+    from numasim import _engine
+    from numasim.exceptions import NumasimError, error_list
+
+    try:
+        return ("ok", _engine.run(toml_text, host_memory_bytes()))
+    except NumasimError as exc:
+        msg = "; ".join(f"{e['loc']}: {e['msg']}" if e["loc"] else e["msg"] for e in error_list(exc))
+        return ("error", f"{type(exc).__name__}: {msg}")
+
+
+def run_many(scenarios: dict, max_workers: int = 2) -> dict:
+    """Run {key: scenario TOML} and return {key: RunOutcome}. Results do not
+    depend on ``max_workers``: every run is a separate, seeded simulation."""
+    keys = list(scenarios)
+    if max_workers <= 1 or len(keys) <= 1:
+        raw = [_run_one(scenarios[k]) for k in keys]
+    else:
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=min(max_workers, 2), mp_context=ctx) as pool:
+            raw = list(pool.map(_run_one, [scenarios[k] for k in keys]))
+    out = {}
+    for k, (status, payload) in zip(keys, raw):
+        out[k] = RunOutcome(result=Result(payload)) if status == "ok" else RunOutcome(error=payload)
+    return out
+
+
+# ---------------------------------------------------------------- registry
+
+
+class Experiment:
+    """Base class: subclasses set name/description/columns and implement
+    ``scenarios()`` ({key: TOML}) and ``evaluate(outcomes)`` (list of Row)."""
+
+    name = ""
+    description = ""
+    columns: list = []
+
+    def scenarios(self, overrides=None) -> dict:
+        raise NotImplementedError
+
+    def evaluate(self, outcomes: dict) -> list:
+        raise NotImplementedError
+
+    def run(self, max_workers: int = 2, overrides=None) -> ExperimentResult:
+        """Run every scenario (``overrides``: dotted keys applied to each)."""
+        outcomes = run_many(self.scenarios(overrides), max_workers=max_workers)
+        return ExperimentResult(self.name, list(self.columns), self.evaluate(outcomes))
+
+
+REGISTRY: dict = {}
+
+
+def register(cls):
+    REGISTRY[cls.name] = cls()
+    return cls
+
+
+def get(name: str) -> Experiment:
+    _load()
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise KeyError(f"unknown experiment {name!r}; known: {', '.join(sorted(REGISTRY))}") from None
+
+
+def names() -> list:
+    _load()
+    return sorted(REGISTRY)
+
+
+def _load() -> None:
+    # Importing an experiment module registers it.
+    from numasim.experiments import autonuma_balancing  # noqa: F401

@@ -1,0 +1,175 @@
+"""Result: the engine's result JSON with pandas views and sanity checks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+PAGE_SIZE = 4096
+GIB = 1 << 30
+
+
+class Result:
+    """One simulated run. ``raw`` is the parsed result JSON; ``json_text`` the
+    engine's exact string (kept so determinism can be checked byte for byte)."""
+
+    def __init__(self, json_text: str):
+        self.json_text = json_text
+        self.raw = json.loads(json_text)
+
+    # ------------------------------------------------------------ plain data
+    @property
+    def counters(self) -> dict:
+        return self.raw["counters"]
+
+    @property
+    def times(self) -> dict:
+        return self.raw["times"]
+
+    @property
+    def elapsed_s(self) -> float:
+        return float(self.times["elapsed_s"])
+
+    @property
+    def processes(self) -> list:
+        return self.raw.get("processes", [])
+
+    @property
+    def completed(self) -> bool:
+        """Every workload finished before run.max_sim_s."""
+        if "completed" in self.raw:
+            return bool(self.raw["completed"])
+        limit = self.scenario.get("run", {}).get("max_sim_s")
+        return limit is None or self.elapsed_s < float(limit)
+
+    @property
+    def scenario(self) -> dict:
+        return self.raw.get("scenario", {})
+
+    @property
+    def seed(self):
+        return self.raw.get("seed")
+
+    @property
+    def sim(self) -> dict:
+        return self.raw.get("sim", {})
+
+    @property
+    def interrupts(self) -> dict:
+        return self.raw.get("interrupts", {})
+
+    def __repr__(self) -> str:
+        kinds = ",".join(p.get("comm", "?") for p in self.processes)
+        return f"<numasim.Result {kinds} elapsed_s={self.elapsed_s:.3f} seed={self.seed}>"
+
+    # ------------------------------------------------------------ frames
+    @property
+    def vmstat(self) -> pd.DataFrame:
+        """Cumulative /proc/vmstat counters per sample, indexed by time_s."""
+        series = dict(self.raw["series"]["vmstat"])
+        return pd.DataFrame(series).set_index("time_s")
+
+    @property
+    def memory(self) -> pd.DataFrame:
+        """Resident 4 KiB pages per (time_s, pid, node), long format."""
+        return pd.DataFrame(self.raw["series"]["memory"], columns=["time_s", "pid", "node", "pages"])
+
+    def memory_per_node(self) -> pd.DataFrame:
+        """Rows: time_s; columns: (pid, node); values: resident pages."""
+        m = self.memory
+        return m.pivot_table(index="time_s", columns=["pid", "node"], values="pages",
+                             aggfunc="sum", fill_value=0)
+
+    # ------------------------------------------------------------ metrics
+    def hint_local_percent(self, last_fraction: float | None = None) -> float:
+        """100 * local / all NUMA hint faults (mmtests: 100 when there were none).
+
+        With ``last_fraction`` (e.g. 0.1), only faults in the last fraction of
+        the elapsed time count: the final counters minus the vmstat sample at
+        or before the window start.
+        """
+        faults = self.counters["numa_hint_faults"]
+        local = self.counters["numa_hint_faults_local"]
+        if last_fraction is not None:
+            if not 0 < last_fraction <= 1:
+                raise ValueError("last_fraction must be in (0, 1]")
+            start = self.elapsed_s * (1.0 - last_fraction)
+            vm = self.vmstat
+            before = vm[vm.index <= start]
+            if len(before):
+                faults -= before["numa_hint_faults"].iloc[-1]
+                local -= before["numa_hint_faults_local"].iloc[-1]
+        if faults <= 0:
+            return 100.0
+        return 100.0 * float(local) / float(faults)
+
+    # ------------------------------------------------------------ persistence
+    def to_json(self) -> str:
+        return self.json_text
+
+    def save(self, path) -> None:
+        Path(path).write_text(self.json_text, encoding="utf-8")
+
+    @classmethod
+    def load(cls, path) -> "Result":
+        return cls(Path(path).read_text(encoding="utf-8"))
+
+    # ------------------------------------------------------------ invariants
+    def check_invariants(self) -> None:
+        """Raise AssertionError naming the first broken invariant."""
+        c = self.counters
+        bad = {k: v for k, v in c.items() if not isinstance(v, (int, float)) or v < 0}
+        assert not bad, f"negative or non-numeric counters: {bad}"
+        assert c["numa_hint_faults_local"] <= c["numa_hint_faults"], (
+            f"numa_hint_faults_local ({c['numa_hint_faults_local']}) > "
+            f"numa_hint_faults ({c['numa_hint_faults']})")
+        assert c["numa_pages_migrated"] <= c["pgmigrate_success"], (
+            f"numa_pages_migrated ({c['numa_pages_migrated']}) > "
+            f"pgmigrate_success ({c['pgmigrate_success']})")
+        for k in ("elapsed_s", "user_s", "system_s"):
+            assert self.times.get(k, 0) >= 0, f"times.{k} is negative: {self.times[k]}"
+        self._check_vmstat()
+        self._check_memory()
+
+    def _check_vmstat(self) -> None:
+        vm = self.vmstat
+        assert vm.index.is_monotonic_increasing and vm.index.is_unique, (
+            "vmstat time_s is not strictly increasing")
+        for col in vm.columns:
+            d = vm[col].diff().dropna()
+            if (d < 0).any():
+                t = d.index[(d < 0).to_numpy()][0]
+                raise AssertionError(f"vmstat series {col} decreases at t={t}")
+            if col in self.counters and len(vm) and vm[col].iloc[-1] > self.counters[col]:
+                raise AssertionError(
+                    f"vmstat series {col} ends above the final counter "
+                    f"({vm[col].iloc[-1]} > {self.counters[col]})")
+
+    def _check_memory(self) -> None:
+        m = self.memory
+        if m.empty:
+            return
+        assert (m["pages"] >= 0).all(), "negative resident pages in series.memory"
+        caps = node_capacity_pages(self.scenario)
+        per_node = m.groupby(["time_s", "node"])["pages"].sum()
+        for (t, node), pages in per_node.items():
+            cap = caps[int(node)] if int(node) < len(caps) else 0
+            assert pages <= cap, (
+                f"node {node} holds {pages} pages at t={t}, capacity {cap}")
+        total = m.groupby("time_s")["pages"].sum()
+        assert total.max() <= sum(caps), (
+            f"{total.max()} resident pages exceed machine memory ({sum(caps)} pages)")
+
+
+def node_capacity_pages(scenario: dict) -> list:
+    """Pages per node from a resolved scenario's machine section."""
+    m = scenario["machine"]
+    topo = m.get("topology")
+    if topo and "node_pages" in topo:  # the engine's resolved form
+        return [int(p) for p in topo["node_pages"]]
+    nodes, per = m["nodes"], m["memory_gib_per_node"]  # the user-facing form
+    if not isinstance(per, list):
+        per = [per] * int(nodes)
+    return [int(g * GIB // PAGE_SIZE) for g in per]

@@ -1,0 +1,133 @@
+"""The `numasim` command: JSON output, tables, and clean user errors."""
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import BAD, SMALL_NUMA02, SMALL_SETS, expectation, numasim_cli, one_json_object
+
+
+def assert_user_error(proc, *needles):
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert lines and all(l.startswith("error: ") for l in lines), proc.stderr
+    for n in needles:
+        assert n in proc.stderr, (n, proc.stderr)
+    assert proc.stdout == ""
+
+
+def test_run_workload_json_small():
+    p = numasim_cli("run", "--workload", "numa02", *SMALL_SETS, "--json")
+    assert p.returncode == 0, p.stderr
+    obj = one_json_object(p.stdout)
+    assert obj["counters"]["numa_hint_faults"] > 0  # balancing defaults to on
+    assert obj["times"]["elapsed_s"] > 0
+    assert obj["scenario"]["kernel"]["numa_balancing"] is True
+    assert obj["sim"]["nr_cpus"] == 8
+
+
+def test_run_balancing_off_and_seed():
+    p = numasim_cli("run", "--workload", "numa02", "--balancing", "off", "--seed", "3",
+                    *SMALL_SETS, "--json")
+    assert p.returncode == 0, p.stderr
+    obj = one_json_object(p.stdout)
+    assert obj["seed"] == 3
+    assert obj["counters"]["numa_hint_faults"] == 0
+
+
+def test_run_file_json_equals_api():
+    import numasim
+
+    p = numasim_cli("run", SMALL_NUMA02, "--json")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == numasim.run(SMALL_NUMA02).to_json().strip()
+
+
+def test_run_human_table():
+    p = numasim_cli("run", SMALL_NUMA02)
+    assert p.returncode == 0, p.stderr
+    for word in ("elapsed_s", "system_s", "numa_hint_faults_local", "numa_pages_migrated",
+                 "hint local %"):
+        assert word in p.stdout
+
+
+def test_run_save(tmp_path):
+    out = tmp_path / "r.json"
+    p = numasim_cli("run", SMALL_NUMA02, "--save", out)
+    assert p.returncode == 0, p.stderr
+    assert "counters" in json.loads(out.read_text())
+
+
+@pytest.mark.parametrize("path", BAD, ids=lambda p: p.stem)
+def test_bad_scenario_files_exit_2(path):
+    want = expectation(path)
+    p = numasim_cli("run", path)
+    assert_user_error(p, want.get("loc", ""))
+
+
+@pytest.mark.parametrize("sets, needle", [
+    (["--set", "machine.nodes=0"], "machine.nodes"),
+    (["--set", "machine.distances=[[10,21,21],[21,10,21],[21,21,10]]"], "distances"),
+    (["--set", "workload.size_mib=1000000"], "error: workload: workloads need"),
+    (["--set", "kernel.frobnicate=1"], "frobnicate"),
+    (["--set", "novalue"], "KEY=VALUE"),
+])
+def test_bad_sets_exit_2(sets, needle):
+    assert_user_error(numasim_cli("run", "--workload", "numa02", *sets), needle)
+
+
+def test_missing_file_exit_2():
+    assert_user_error(numasim_cli("run", "no/such/scenario.toml"), "no/such/scenario.toml", "no such file")
+
+
+def test_nothing_to_run_exit_2():
+    assert_user_error(numasim_cli("run"), "--workload")
+
+
+def test_capacity_error_exit_2():
+    p = numasim_cli("run", SMALL_NUMA02, env={"NUMASIM_HOST_MEMORY_BYTES": "4096"})
+    assert_user_error(p)
+
+
+def test_backtrace_env_shows_traceback():
+    p = numasim_cli("run", BAD[0], env={"NUMASIM_BACKTRACE": "1"})
+    assert p.returncode != 0 and "Traceback" in p.stderr
+
+
+def test_machines_and_features():
+    p = numasim_cli("machines")
+    assert p.returncode == 0 and "xeon-platinum-2n-128c  (default)" in p.stdout
+    p = numasim_cli("machines", "--show", "intel-4s-48c")
+    assert p.returncode == 0 and "nodes = 4" in p.stdout.replace("  ", " ")
+    p = numasim_cli("features", "--json")
+    assert p.returncode == 0 and any(f["name"] == "numa-delay-map" for f in json.loads(p.stdout))
+    p = numasim_cli("features")
+    assert p.returncode == 0 and "numa-delay-map" in p.stdout and "modelled" in p.stdout
+
+
+def test_scenario_show_resolves():
+    p = numasim_cli("scenario", "show", SMALL_NUMA02)
+    assert p.returncode == 0, p.stderr
+    res = json.loads(p.stdout)
+    assert res["seed"] == 7 and res["kernel"]["sysctl"]["numa_balancing_scan_period_max_ms"] == 60000
+    assert_user_error(numasim_cli("scenario", "show", BAD[0]))
+
+
+def test_reproduce_list():
+    p = numasim_cli("reproduce", "--list")
+    assert p.returncode == 0 and p.stdout.startswith("autonuma-balancing:")
+    assert_user_error(numasim_cli("reproduce", "no-such-experiment"), "no-such-experiment")
+
+
+def test_console_script_installed():
+    script = Path(sys.executable).parent / "numasim"
+    if not script.exists():
+        pytest.skip("not running from the make-setup venv")
+    import subprocess
+
+    p = subprocess.run([script, "--version"], capture_output=True, text=True)
+    assert p.returncode == 0 and p.stdout.startswith("numasim ")
