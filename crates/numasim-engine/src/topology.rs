@@ -16,6 +16,8 @@ pub struct Topology {
     pub node_cpus: Vec<Vec<usize>>,
     /// SMT siblings of each CPU, itself excluded.
     pub cpu_siblings: Vec<Vec<usize>>,
+    /// Nodes by distance from each node, itself first (the zonelist order).
+    pub zonelist: Vec<Vec<usize>>,
     pub node_pages: Vec<u64>,
     pub distance: Vec<Vec<u32>>,
 }
@@ -37,7 +39,15 @@ impl Topology {
         let cpu_siblings = (0..cpu_node.len())
             .map(|c| node_cpus[cpu_node[c]].iter().copied().filter(|&s| s != c && cpu_core[s] == cpu_core[c]).collect())
             .collect();
-        Topology { nr_nodes: cpus_per_node.len(), cpu_node, cpu_core, smt, node_cpus, cpu_siblings, node_pages, distance }
+        let nr_nodes = cpus_per_node.len();
+        let zonelist = (0..nr_nodes)
+            .map(|from| {
+                let mut v: Vec<usize> = (0..nr_nodes).collect();
+                v.sort_by_key(|&n| (distance[from][n], n));
+                v
+            })
+            .collect();
+        Topology { nr_nodes, cpu_node, cpu_core, smt, node_cpus, cpu_siblings, zonelist, node_pages, distance }
     }
 
     pub fn nr_cpus(&self) -> usize {
@@ -50,9 +60,7 @@ impl Topology {
     }
 
     /// Nodes ordered by distance from `from` (itself first), ties by id: the zonelist order.
-    pub fn nodes_by_distance(&self, from: usize) -> Vec<usize> {
-        let mut v: Vec<usize> = (0..self.nr_nodes).collect();
-        v.sort_by_key(|&n| (self.distance[from][n], n));
-        v
+    pub fn nodes_by_distance(&self, from: usize) -> &[usize] {
+        &self.zonelist[from]
     }
 }

@@ -147,8 +147,8 @@ impl Kernel {
             let src = self
                 .topo
                 .nodes_by_distance(node)
-                .into_iter()
-                .flat_map(|n| self.topo.node_cpus[n].clone())
+                .iter()
+                .flat_map(|&n| self.topo.node_cpus[n].iter().copied())
                 .filter(|&c| self.cpus[c].rq.len() > 1)
                 .find_map(|c| self.cpus[c].rq[1..].iter().copied().find(|&t| self.tasks[t].allowed[cpu]));
             if let Some(t) = src {
@@ -163,6 +163,9 @@ impl Kernel {
             return;
         }
         for node in 0..self.topo.nr_nodes {
+            if !self.topo.node_cpus[node].iter().any(|&c| self.core_idle(c)) {
+                continue;
+            }
             let cpus = self.topo.node_cpus[node].clone();
             for &c in &cpus {
                 let Some(t) = self.cpus[c].curr() else { continue };
