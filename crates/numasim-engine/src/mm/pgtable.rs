@@ -73,6 +73,13 @@ impl PageTable {
         self.flags[i as usize] & PTE_WRITE != 0
     }
 
+    /// A store to page `i` needs no fault: present, not PROT_NONE, writable
+    /// (an unpopulated page has no flags).
+    #[inline]
+    pub fn store_ok(&self, i: u64) -> bool {
+        self.flags[i as usize] & (PTE_WRITE | PTE_PROTNONE) == PTE_WRITE
+    }
+
     fn blk(i: u64) -> usize {
         (i / BLOCK_PAGES) as usize
     }
@@ -107,11 +114,12 @@ impl PageTable {
     /// Unmap a page (exit_mmap / free); returns its node.
     pub fn unpopulate(&mut self, i: u64) -> usize {
         let n = self.node[i as usize] as usize;
-        self.set_flags(i, PTE_WRITE);
+        self.set_flags(i, PTE_WRITE); // drops the page's protnone/nowrite counts
         let k = &mut self.blocks[Self::blk(i)];
         k.node[n] -= 1;
         k.populated -= 1;
         self.node[i as usize] = NO_NODE;
+        self.flags[i as usize] = 0;
         self.cpupid[i as usize] = CPUPID_UNSET;
         n
     }

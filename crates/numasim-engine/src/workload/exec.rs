@@ -6,6 +6,7 @@ use crate::cost::PAGE_SIZE;
 use crate::kernel::Kernel;
 use crate::mm::pgtable::BLOCK_PAGES;
 use crate::sched::task::{SweepState, TaskState};
+use crate::topology::MAX_NODES;
 
 impl Kernel {
     /// Take `cost` ns of system time from the task's budget; what does not fit becomes debt.
@@ -127,27 +128,48 @@ impl Kernel {
                     p.cur_bytes[n] += adv * PAGE_SIZE * k.node[n] as f64 / pop;
                 }
             } else {
-                // some page of this block needs a fault: walk its pages one by one
+                // some page of this block needs a fault: take faults page by page, and cross
+                // the accessible pages between them in a tight loop
                 let (mut i, mut f) = (idx, frac);
                 while i < seg_end {
-                    if f == 0.0 && (!self.touch_page(t, vma, i, b) || *b <= 0.0) {
+                    if f == 0.0 && !self.mms[mm].vmas[vma].pt.store_ok(i) && (!self.touch_page(t, vma, i, b) || *b <= 0.0) {
                         break;
                     }
-                    let node = self.mms[mm].vmas[vma].pt.node[i as usize] as usize;
-                    let c = cost[node];
-                    let need = (1.0 - f) * c;
-                    let p = &mut self.tasks[t];
-                    if need <= *b {
-                        *b -= need;
-                        p.user_ns += need;
-                        p.cur_bytes[node] += (1.0 - f) * PAGE_SIZE;
+                    let pt = &self.mms[mm].vmas[vma].pt;
+                    let mut bytes = [0.0f64; MAX_NODES];
+                    let n0 = pt.node[i as usize] as usize;
+                    let mut used = (1.0 - f) * cost[n0];
+                    if used > *b {
+                        // the budget ends inside page i
+                        let part = *b / cost[n0];
+                        bytes[n0] = part * PAGE_SIZE;
+                        used = *b;
+                        f += part;
+                    } else {
+                        bytes[n0] = (1.0 - f) * PAGE_SIZE;
                         i += 1;
                         f = 0.0;
-                    } else {
-                        let part = *b / c;
-                        p.user_ns += *b;
-                        p.cur_bytes[node] += part * PAGE_SIZE;
-                        f += part;
+                        while i < seg_end && pt.store_ok(i) {
+                            let n = pt.node[i as usize] as usize;
+                            let c = cost[n];
+                            if used + c > *b {
+                                f = (*b - used) / c;
+                                bytes[n] += f * PAGE_SIZE;
+                                used = *b;
+                                break;
+                            }
+                            used += c;
+                            bytes[n] += PAGE_SIZE;
+                            i += 1;
+                        }
+                    }
+                    *b -= used;
+                    let p = &mut self.tasks[t];
+                    p.user_ns += used;
+                    for n in 0..nr {
+                        p.cur_bytes[n] += bytes[n];
+                    }
+                    if *b <= 0.0 {
                         *b = 0.0;
                         break;
                     }
