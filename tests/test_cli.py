@@ -131,3 +131,42 @@ def test_console_script_installed():
 
     p = subprocess.run([script, "--version"], capture_output=True, text=True)
     assert p.returncode == 0 and p.stdout.startswith("numasim ")
+
+
+def test_simulated_oom_exit_2():
+    p = numasim_cli("run", "--workload", "numa02_HARD_BIND",
+                    "--set", "machine.memory_gib_per_node=[0.25, 2.0]")
+    assert_user_error(p, "out-of-memory")
+
+
+def test_unknown_profile_exit_2():
+    assert_user_error(numasim_cli("machines", "--show", "nope"), "nope")
+    assert_user_error(numasim_cli("run", "--workload", "numa02", "--machine", "nope"),
+                      "machine.profile")
+
+
+def test_internal_error_exits_1_without_traceback(monkeypatch, capsys):
+    import numasim
+    from numasim import cli
+
+    def boom(*a, **k):
+        raise numasim.InternalError("numasim bug: invariant pages_conserved violated")
+
+    monkeypatch.setattr(numasim, "run", boom)
+    monkeypatch.delenv("NUMASIM_BACKTRACE", raising=False)
+    assert cli.main(["run", "--workload", "numa02"]) == 1
+    err = capsys.readouterr().err
+    assert "error: numasim bug: invariant pages_conserved violated" in err
+    assert "Traceback" not in err
+
+
+def test_broken_pipe_is_quiet():
+    import subprocess
+
+    # full-scale numa02 with 1 ms samples: ~250 KB of JSON (more than a pipe
+    # buffer) into a reader that quits after 10 bytes
+    cmd = (f"{sys.executable} -m numasim run --workload numa02 "
+           "--set run.sample_interval_ms=1 --json | head -c 10")
+    p = subprocess.run(["bash", "-c", "set -o pipefail; " + cmd], capture_output=True, text=True)
+    assert len(p.stdout) == 10 and p.stdout.startswith("{"), p.stdout
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr

@@ -68,3 +68,13 @@ def test_capacity_error_when_host_too_small():
 def test_unknown_machine_profile_toml():
     with pytest.raises(numasim.NumasimError):
         numasim.machine_profile_toml("no-such-machine")
+
+
+def test_simulated_oom_is_a_numasim_error_not_a_bug():
+    # numa02_HARD_BIND binds half the 1 GiB buffer to node 0, which has 256 MiB
+    with pytest.raises(numasim.NumasimError) as info:
+        numasim.run(workload="numa02_HARD_BIND", balancing=False,
+                    overrides={"machine.memory_gib_per_node": [0.25, 2.0]})
+    assert not isinstance(info.value, numasim.InternalError)
+    assert isinstance(info.value, numasim.SimulationError)
+    assert "out-of-memory" in str(info.value)

@@ -40,6 +40,8 @@ def test_hint_local_percent_whole_run_and_last_fraction():
     assert r.hint_local_percent() == pytest.approx(100 * 180 / 1000)
     assert r.hint_local_percent(0.1) == pytest.approx(90.0)
     assert r.hint_local_percent(1.0) == pytest.approx(18.0)
+    assert r.hint_faults_window(0.1) == (100, 90)
+    assert r.hint_faults_window() == (1000, 180)
 
 
 def test_hint_local_percent_is_100_without_faults():

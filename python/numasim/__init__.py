@@ -17,6 +17,7 @@ from numasim.exceptions import (
     InternalError,
     NumasimError,
     ScenarioError,
+    SimulationError,
 )
 from numasim.result import Result
 from numasim.scenario import DEFAULT_MACHINE, load_scenario
@@ -34,6 +35,7 @@ __all__ = [
     "NumasimError",
     "ScenarioError",
     "CapacityError",
+    "SimulationError",
     "InternalError",
     "DEFAULT_MACHINE",
 ]

@@ -14,13 +14,7 @@ import sys
 import time
 
 import numasim
-from numasim.exceptions import (
-    CapacityError,
-    InternalError,
-    NumasimError,
-    ScenarioError,
-    error_list,
-)
+from numasim.exceptions import InternalError, NumasimError, error_list
 from numasim.scenario import DEFAULT_MACHINE, UsageError, parse_set, scenario_toml
 
 TABLE_COUNTERS = [
@@ -181,10 +175,22 @@ def cmd_features(args) -> int:
     return 0
 
 
+def _pretty(v, indent: int = 0) -> str:
+    """JSON with tables indented and lists of scalars kept on one line."""
+    pad = "  " * (indent + 1)
+    if isinstance(v, dict) and v:
+        items = [f"{pad}{json.dumps(k)}: {_pretty(x, indent + 1)}" for k, x in v.items()]
+        return "{\n" + ",\n".join(items) + "\n" + "  " * indent + "}"
+    if isinstance(v, list) and any(isinstance(x, (dict, list)) and x for x in v):
+        items = [pad + _pretty(x, indent + 1) for x in v]
+        return "[\n" + ",\n".join(items) + "\n" + "  " * indent + "]"
+    return json.dumps(v)
+
+
 def cmd_scenario_show(args) -> int:
     overrides = [parse_set(s) for s in args.set or []]
     text = scenario_toml(args.file, overrides=overrides)
-    print(json.dumps(numasim.resolve(text), indent=2))
+    print(_pretty(numasim.resolve(text)))
     return 0
 
 
@@ -248,7 +254,7 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args) or 0
-    except (ScenarioError, CapacityError, InternalError, NumasimError) as exc:
+    except NumasimError as exc:  # Scenario/Capacity/Simulation: 2; Internal: 1
         if os.environ.get("NUMASIM_BACKTRACE"):
             raise
         for e in error_list(exc):
@@ -266,8 +272,8 @@ def main(argv=None) -> int:
     except UsageError as exc:
         _error("", str(exc))
         return 2
-    except BrokenPipeError:
-        sys.stderr.close()  # `numasim ... | head`
+    except BrokenPipeError:  # `numasim ... | head`: stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except KeyboardInterrupt:
         return 130

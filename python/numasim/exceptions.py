@@ -4,9 +4,12 @@
 - ``ScenarioError``: the scenario is invalid; ``.errors`` lists every problem
   as ``{"loc", "kind", "msg"}``.
 - ``CapacityError``: this host cannot hold the simulation.
+- ``SimulationError``: the simulated kernel failed (e.g. out of memory under
+  MPOL_BIND): the scenario asks for something the machine cannot do.
 - ``InternalError``: a bug in numasim (an engine panic ends up here).
 """
 
+from numasim import _engine
 from numasim._engine import (  # noqa: F401
     CapacityError,
     InternalError,
@@ -14,7 +17,13 @@ from numasim._engine import (  # noqa: F401
     ScenarioError,
 )
 
-__all__ = ["NumasimError", "ScenarioError", "CapacityError", "InternalError", "error_list"]
+# Not in the original binding contract; fall back to the base class.
+SimulationError = getattr(_engine, "SimulationError", NumasimError)
+
+__all__ = [
+    "NumasimError", "ScenarioError", "CapacityError", "SimulationError", "InternalError",
+    "error_list",
+]
 
 
 def error_list(exc):

@@ -83,13 +83,10 @@ class Result:
                              aggfunc="sum", fill_value=0)
 
     # ------------------------------------------------------------ metrics
-    def hint_local_percent(self, last_fraction: float | None = None) -> float:
-        """100 * local / all NUMA hint faults (mmtests: 100 when there were none).
-
-        With ``last_fraction`` (e.g. 0.1), only faults in the last fraction of
-        the elapsed time count: the final counters minus the vmstat sample at
-        or before the window start.
-        """
+    def hint_faults_window(self, last_fraction: float | None = None) -> tuple:
+        """(hint faults, local hint faults) over the run, or over its last
+        ``last_fraction`` of elapsed time: the final counters minus the vmstat
+        sample at or before the window start."""
         faults = self.counters["numa_hint_faults"]
         local = self.counters["numa_hint_faults_local"]
         if last_fraction is not None:
@@ -99,11 +96,17 @@ class Result:
             vm = self.vmstat
             before = vm[vm.index <= start]
             if len(before):
-                faults -= before["numa_hint_faults"].iloc[-1]
-                local -= before["numa_hint_faults_local"].iloc[-1]
+                faults -= int(before["numa_hint_faults"].iloc[-1])
+                local -= int(before["numa_hint_faults_local"].iloc[-1])
+        return int(faults), int(local)
+
+    def hint_local_percent(self, last_fraction: float | None = None) -> float:
+        """100 * local / all NUMA hint faults (mmtests: 100 when there were none),
+        over the run or its last ``last_fraction`` (e.g. 0.1) of elapsed time."""
+        faults, local = self.hint_faults_window(last_fraction)
         if faults <= 0:
             return 100.0
-        return 100.0 * float(local) / float(faults)
+        return 100.0 * local / faults
 
     # ------------------------------------------------------------ persistence
     def to_json(self) -> str:
