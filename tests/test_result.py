@@ -44,6 +44,20 @@ def test_hint_local_percent_whole_run_and_last_fraction():
     assert r.hint_faults_window() == (1000, 180)
 
 
+def test_hint_local_tail_reaches_back_to_the_last_faults():
+    # faults stop at t=7 (the last scan window, 100 faults, 95 local); the last 10% has none
+    faults = [0, 0, 100, 200, 300, 400, 500, 500, 500, 500]
+    local = [0, 0, 10, 20, 30, 40, 135, 135, 135, 135]
+    r = make(faults, local)
+    assert r.hint_faults_window(0.1) == (0, 0)
+    pct, n, start = r.hint_local_tail(0.1)
+    assert (n, start) == (100, 6.0)
+    assert pct == pytest.approx(95.0)
+    # with faults inside the last 10%, the window is the plain last 10%
+    r2 = make([100 * i for i in range(1, 11)], [10 * i for i in range(1, 10)] + [180])
+    assert r2.hint_local_tail(0.1) == (pytest.approx(90.0), 100, pytest.approx(9.0))
+
+
 def test_hint_local_percent_is_100_without_faults():
     r = make([0, 0, 0], [0, 0, 0], elapsed=3.0)
     assert r.hint_local_percent() == 100.0

@@ -100,6 +100,25 @@ class Result:
                 local -= int(before["numa_hint_faults_local"].iloc[-1])
         return int(faults), int(local)
 
+    def hint_local_tail(self, last_fraction: float = 0.1) -> tuple:
+        """(percent, faults, start_s): hint-local % over the last ``last_fraction`` of
+        elapsed time. After convergence the kernel may scan so rarely that no hint fault
+        falls in that window; the window then reaches back to the start of the last scan
+        window that took faults, so the figure always rests on real faults (faults == 0 only
+        when the run had none)."""
+        vm = self.vmstat
+        start = self.elapsed_s * (1.0 - last_fraction)
+        faults = vm["numa_hint_faults"]
+        if self.hint_faults_window(last_fraction)[0] == 0 and self.counters["numa_hint_faults"] > 0:
+            grew = faults.diff().fillna(faults) > 0
+            last = faults.index[grew][-1]
+            earlier = faults.index[faults.index < last]
+            start = float(earlier[-1]) if len(earlier) else 0.0
+        fraction = 1.0 - start / self.elapsed_s if self.elapsed_s > 0 else 1.0
+        n, local = self.hint_faults_window(min(1.0, max(fraction, 1e-12)))
+        pct = 100.0 * local / n if n > 0 else 100.0
+        return pct, n, start
+
     def hint_local_percent(self, last_fraction: float | None = None) -> float:
         """100 * local / all NUMA hint faults (mmtests: 100 when there were none),
         over the run or its last ``last_fraction`` (e.g. 0.1) of elapsed time."""

@@ -61,9 +61,20 @@ impl Feature {
     }
 }
 
-/// Feature switches of one run, indexed by [`Feature`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// Feature switches of one run, indexed by [`Feature`]; serialized as a name -> bool map.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FeatureSet(pub Vec<bool>);
+
+impl Serialize for FeatureSet {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (f, on) in FEATURES.iter().zip(&self.0) {
+            m.serialize_entry(f.name, on)?;
+        }
+        m.end()
+    }
+}
 
 impl Default for FeatureSet {
     fn default() -> Self {

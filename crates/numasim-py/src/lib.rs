@@ -86,8 +86,12 @@ fn machine_profiles() -> Vec<&'static str> {
 }
 
 #[pyfunction]
-fn machine_profile_toml(name: &str) -> PyResult<&'static str> {
-    scenario::machine_profile_toml(name).ok_or_else(|| ScenarioError::new_err(format!("unknown machine profile `{name}`")))
+fn machine_profile_toml(py: Python<'_>, name: &str) -> PyResult<&'static str> {
+    scenario::machine_profile_toml(name).ok_or_else(|| {
+        let known = scenario::machine_profile_names().join(", ");
+        let e = Error::scenario("machine.profile", "invalid_value", format!("unknown machine profile `{name}`, expected one of {known}"));
+        to_pyerr(py, Failure::Engine(e))
+    })
 }
 
 /// The feature table as JSON text.

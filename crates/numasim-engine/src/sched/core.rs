@@ -128,7 +128,7 @@ impl Kernel {
             self.node_rq_balance();
         }
         self.smt_balance();
-        if tick_no % NUMA_BALANCE_TICKS == 0 {
+        if tick_no.is_multiple_of(NUMA_BALANCE_TICKS) {
             self.numa_domain_balance();
         }
     }

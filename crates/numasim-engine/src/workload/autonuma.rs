@@ -91,7 +91,7 @@ impl AutonumaSpec {
             bad("passes", format!("must be in 1..=1000000, got {passes}"));
         }
         let start_s = w.start_s.unwrap_or(0.0);
-        if !(start_s >= 0.0 && start_s < 1e6) {
+        if !(0.0..1e6).contains(&start_s) {
             bad("start_s", format!("must be in [0, 1e6), got {start_s}"));
         }
         if threads > 0 && size > 0 && (size as u64 * 256) < threads as u64 {

@@ -277,7 +277,7 @@ impl Kernel {
         let period = self.tasks[t].numa.scan_period as i64;
         let period_slot = (period as u64).div_ceil(NUMA_PERIOD_SLOTS) as i64;
         let lr_ratio = (local * NUMA_PERIOD_SLOTS / (local + remote)) as i64;
-        let ps_ratio = if private + shared == 0 { 0 } else { (private * NUMA_PERIOD_SLOTS / (private + shared)) as i64 };
+        let ps_ratio = (private * NUMA_PERIOD_SLOTS).checked_div(private + shared).unwrap_or(0) as i64;
         let th = NUMA_PERIOD_THRESHOLD as i64;
         let diff = if ps_ratio >= th {
             (ps_ratio - th).max(1) * period_slot
