@@ -41,6 +41,8 @@ features! {
         "TNF_NO_GROUP from !pte_dirty (kernels before 4.0)"),
     VmaNumabState = ("vma-numab-state", "6.4", "spec 1.5-1.6", true, true,
         "per-VMA scan delay and PID-activity filter in task_numa_work (vma_is_accessed)"),
+    TlbLazyCpumask = ("tlb-lazy-cpumask", "6.14", "spec 7.2 (x86/mm/tlb: Update mm_cpumask lazily)", true, false,
+        "mm_cpumask bits survive a switch to another mm; stale CPUs are trimmed by one flush IPI per second"),
     MigrateBatchFlush = ("migrate-batch-flush", "6.3", "002 (7e12beb8ca2a)", false, true,
         "migrate_pages() unmaps up to 512 pages, flushes the TLB once, then copies and remaps"),
     MigrateSkipInaccessibleFlush = ("migrate-skip-inaccessible-flush", "6.4", "4d4b6d66db63", false, true,

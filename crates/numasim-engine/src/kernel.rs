@@ -13,6 +13,10 @@ use crate::vmstat::{VmEvent, VmStat};
 #[derive(Debug, Clone, Default)]
 pub struct Cpu {
     pub rq: Vec<usize>,
+    /// cpu_tlbstate.loaded_mm: the user mm whose translations this CPU may cache.
+    pub loaded_mm: Option<usize>,
+    /// cpu_tlbstate_shared.is_lazy: idle or a kernel thread borrowing `loaded_mm`.
+    pub is_lazy: bool,
 }
 
 impl Cpu {

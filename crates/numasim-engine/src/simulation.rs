@@ -64,6 +64,10 @@ impl Simulation {
         for t in roots {
             k.wake_up_new_task(t);
         }
+        for cpu in 0..k.cpus.len() {
+            let next = k.cpus[cpu].curr().map(|t| k.tasks[t].mm);
+            k.switch_mm(cpu, next);
+        }
         k.update_page_costs();
         for cpu in 0..k.cpus.len() {
             if let Some(t) = k.cpus[cpu].curr() {
@@ -149,6 +153,7 @@ impl Kernel {
             self.nodes[n].used -= f;
             self.count(crate::vmstat::VmEvent::Pgfree, f);
         }
+        self.drop_mm_from_cpus(mm);
         let m = &mut self.mms[mm];
         m.node_pages = Default::default();
         m.exited = true;

@@ -45,6 +45,11 @@ pub fn small_kernel(extra: &str) -> Kernel {
     while sim.k.tasks.iter().filter(|t| t.runnable() && t.parent.is_some()).count() < 4 {
         assert!(sim.step().expect("steps"));
     }
+    // the next tick starts by loading each CPU's mm
+    for cpu in 0..sim.k.cpus.len() {
+        let next = sim.k.cpus[cpu].curr().map(|t| sim.k.tasks[t].mm);
+        sim.k.switch_mm(cpu, next);
+    }
     sim.k
 }
 

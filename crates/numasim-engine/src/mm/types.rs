@@ -53,11 +53,27 @@ pub struct Mm {
     /// Resident pages per node (what numa_maps / autonuma-benchmark's nmstat sum up).
     pub node_pages: [u64; MAX_NODES],
     pub exited: bool,
+    /// mm_cpumask: CPUs that may hold translations of this mm.
+    pub cpumask: Vec<bool>,
+    /// v6.14+: next time (ns) a flush may IPI stale cpumask members to trim them.
+    pub next_trim_cpumask: u64,
 }
 
 impl Mm {
-    pub fn new(tgid: u32, comm: &str) -> Self {
-        Mm { tgid, comm: comm.into(), vmas: Vec::new(), users: 0, numa_next_scan: 0, numa_scan_offset: 0, numa_scan_seq: 0, node_pages: [0; MAX_NODES], exited: false }
+    pub fn new(tgid: u32, comm: &str, nr_cpus: usize) -> Self {
+        Mm {
+            tgid,
+            comm: comm.into(),
+            vmas: Vec::new(),
+            users: 0,
+            numa_next_scan: 0,
+            numa_scan_offset: 0,
+            numa_scan_seq: 0,
+            node_pages: [0; MAX_NODES],
+            exited: false,
+            cpumask: vec![false; nr_cpus],
+            next_trim_cpumask: 0,
+        }
     }
 
     /// get_mm_rss

@@ -203,7 +203,7 @@ impl AutonumaSpec {
 
 fn new_mm(k: &mut Kernel, comm: &str) -> usize {
     let pid = next_pid(k);
-    k.mms.push(crate::mm::types::Mm::new(pid, comm));
+    k.mms.push(crate::mm::types::Mm::new(pid, comm, k.topo.nr_cpus()));
     k.mms.len() - 1
 }
 
