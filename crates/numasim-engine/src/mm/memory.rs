@@ -71,12 +71,13 @@ impl Kernel {
             if !self.migrate_misplaced_folio_prepare(target, 1) {
                 flags |= TNF_MIGRATE_FAIL;
             } else {
-                sys += self.migrate_misplaced_folio(t, vma, idx, target, !delay_map);
-                flags |= TNF_MIGRATED;
-                mem_node = target;
-                if delay_map {
-                    // remove_migration_pte from a read-only exclusive entry: present, not writable
-                    self.mms[mm].vmas[vma].pt.make_present(idx, false);
+                let (migrated, cost) = self.migrate_misplaced_folio(t, vma, idx, target);
+                sys += cost;
+                if migrated {
+                    flags |= TNF_MIGRATED;
+                    mem_node = target;
+                } else {
+                    flags |= TNF_MIGRATE_FAIL;
                 }
             }
         }
@@ -139,7 +140,7 @@ mod tests {
     /// try_to_unmap must flush it: one IPI round to every other CPU running the mm.
     #[test]
     fn map_first_order_flushes_per_migrated_page() {
-        let mut k = small_kernel("[kernel.features]\nnuma-delay-map = false");
+        let mut k = small_kernel("[kernel.features]\nnuma-delay-map = false\nmigrate-batch-flush = false");
         let t = thread(&k, 0);
         pin(&mut k, t, 2);
         protnone_page(&mut k, 12, 0);
@@ -148,6 +149,23 @@ mod tests {
         assert_eq!(k.vmstat.get(NrTlbRemoteFlush), 1);
         assert_eq!(k.vmstat.get(NrTlbRemoteFlushReceived), 3, "the three other CPUs run threads of this mm");
         assert_eq!(k.vmstat.get(NrTlbLocalFlushOne), 1);
+    }
+
+    /// v6.3 regression (7e12beb8ca2a): the batched unmap deferred a flush even for a PROT_NONE
+    /// PTE, so every NUMA-fault migration cost an IPI round to every non-lazy CPU of the mm;
+    /// 4d4b6d66db63 (v6.4, migrate-skip-inaccessible-flush) skips it.
+    #[test]
+    fn v6_3_flushed_inaccessible_ptes_v6_4_does_not() {
+        for (skip, rounds) in [("false", 1), ("true", 0)] {
+            let mut k = small_kernel(&format!("[kernel.features]\nmigrate-skip-inaccessible-flush = {skip}"));
+            let t = thread(&k, 0);
+            pin(&mut k, t, 2);
+            protnone_page(&mut k, 17, 0);
+            k.do_numa_page(t, 0, 17);
+            assert_eq!(k.mms[0].vmas[0].pt.node[17], 1);
+            assert_eq!(k.vmstat.get(NrTlbRemoteFlush), rounds, "skip-inaccessible = {skip}");
+            assert_eq!(k.vmstat.get(NrTlbRemoteFlushReceived), 3 * rounds);
+        }
     }
 
     /// mm/migrate.c: migrate_misplaced_folio_prepare — a target node without free pages above

@@ -6,4 +6,5 @@ pub mod migrate;
 pub mod mprotect;
 pub mod page_alloc;
 pub mod pgtable;
+pub mod rmap;
 pub mod types;

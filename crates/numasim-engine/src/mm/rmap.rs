@@ -1,0 +1,45 @@
+//! Unmapping a page for migration and the deferred-flush decision (mm/rmap.c).
+
+use crate::arch::x86::tlb::TlbBatch;
+use crate::features::Feature;
+use crate::kernel::Kernel;
+
+/// One page of one mm, as `migrate_pages()` lists them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageRef {
+    pub mm: usize,
+    pub vma: usize,
+    pub idx: u64,
+}
+
+impl Kernel {
+    /// x86 pte_accessible: present, or PROT_NONE while the mm has a flush pending (a concurrent
+    /// mmu_gather; never in this model, where a scan chunk completes before anything else runs).
+    // arch/x86/include/asm/pgtable.h: pte_accessible
+    pub fn pte_accessible(&self, p: PageRef) -> bool {
+        !self.mms[p.mm].vmas[p.vma].pt.protnone(p.idx)
+    }
+
+    /// Replace the page's PTE by a migration entry. With a batch (TTU_BATCH_FLUSH) and another
+    /// CPU in the mm's mask the flush is deferred into it; otherwise an accessible PTE is flushed
+    /// now. Returns the cost of any immediate flush, ns.
+    // mm/rmap.c: try_to_migrate_one (set_tlb_ubc_flush_pending / ptep_clear_flush)
+    pub fn try_to_migrate_one(&mut self, p: PageRef, cpu: usize, batch: Option<&mut TlbBatch>) -> f64 {
+        let accessible = self.pte_accessible(p);
+        let defer = self.mms[p.mm].cpumask.iter().enumerate().any(|(c, &b)| b && c != cpu);
+        match batch {
+            // arch_tlbbatch_should_defer
+            Some(batch) if defer => {
+                // set_tlb_ubc_flush_pending: since 4d4b6d66db63 (v6.4) nothing to flush for a
+                // PTE that is not accessible; the v6.3 code deferred a flush regardless
+                if accessible || !self.feature(Feature::MigrateSkipInaccessibleFlush) {
+                    self.arch_tlbbatch_add_pending(batch, p.mm);
+                }
+                0.0
+            }
+            // ptep_clear_flush flushes only an accessible PTE (flush_tlb_page)
+            _ if accessible => self.flush_tlb_mm_range(p.mm, cpu, 1),
+            _ => 0.0,
+        }
+    }
+}
