@@ -89,10 +89,19 @@ impl Simulation {
             let cpu = k.topo.node_cpus[node].iter().copied().filter(|&c| k.tasks[t].allowed[c]).min_by_key(|&c| (k.cpus[c].rq.len(), c)).unwrap_or(0);
             k.move_task(t, cpu);
         }
+        let next_tick = k.now + k.tick_ns;
         let sleepers: Vec<usize> = (0..k.tasks.len())
-            .filter(|&t| k.tasks[t].state == TaskState::Sleeping && k.tasks[t].children.iter().all(|&c| k.tasks[c].state == TaskState::Exited))
+            .filter(|&t| {
+                let p = &k.tasks[t];
+                p.state == TaskState::Sleeping
+                    && match p.wake_at {
+                        Some(at) => at <= next_tick,
+                        None => p.children.iter().all(|&c| k.tasks[c].state == TaskState::Exited),
+                    }
+            })
             .collect();
         for t in sleepers {
+            k.tasks[t].wake_at = None;
             k.wake_up_process(t);
         }
         for mm in 0..k.mms.len() {

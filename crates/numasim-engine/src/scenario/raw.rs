@@ -71,6 +71,35 @@ pub struct RawWorkload {
     pub size_mib: Option<i64>,
     pub passes: Option<i64>,
     pub start_s: Option<f64>,
+    pub size_gib: Option<f64>,
+    pub node: Option<i64>,
+    pub free_at_s: Option<f64>,
+    pub target: Option<i64>,
+    pub from: Option<i64>,
+    pub to: Option<i64>,
+    pub loops: Option<i64>,
+    pub interval_s: Option<f64>,
+}
+
+impl RawWorkload {
+    /// The optional keys given, by name.
+    pub fn given(&self) -> Vec<&'static str> {
+        let keys = [
+            ("threads", self.threads.is_some()),
+            ("size_mib", self.size_mib.is_some()),
+            ("passes", self.passes.is_some()),
+            ("start_s", self.start_s.is_some()),
+            ("size_gib", self.size_gib.is_some()),
+            ("node", self.node.is_some()),
+            ("free_at_s", self.free_at_s.is_some()),
+            ("target", self.target.is_some()),
+            ("from", self.from.is_some()),
+            ("to", self.to.is_some()),
+            ("loops", self.loops.is_some()),
+            ("interval_s", self.interval_s.is_some()),
+        ];
+        keys.iter().filter(|k| k.1).map(|k| k.0).collect()
+    }
 }
 
 #[derive(Debug, Deserialize)]

@@ -302,7 +302,7 @@ fn resolve_workloads(raw: Option<Vec<RawWorkload>>, topo: &Topology, p: &mut Pro
     if raw.is_empty() {
         p.push(ScenarioProblem::new("workload", "invalid_value", "at least one [[workload]] is needed"));
     }
-    let specs: Vec<_> = raw.iter().enumerate().filter_map(|(i, w)| workload::resolve(w, i, topo, p)).collect();
+    let specs: Vec<_> = raw.iter().enumerate().filter_map(|(i, w)| workload::resolve(w, i, raw.len(), topo, p)).collect();
     let need: u64 = specs.iter().map(|s| s.footprint_pages()).sum();
     let have: u64 = topo.node_pages.iter().sum();
     if need > have {

@@ -66,6 +66,10 @@ pub struct Task {
     pub sweep: SweepState,
     pub children: Vec<usize>,
     pub parent: Option<usize>,
+    /// Sleeping until this time (ns) rather than for children.
+    pub wake_at: Option<u64>,
+    /// A migrate_pages(2) call in progress: the queued pages and how many are done.
+    pub syscall: Option<(Vec<crate::mm::rmap::PageRef>, usize)>,
     pub sum_exec_runtime: u64,
     pub user_ns: f64,
     pub sys_ns: f64,

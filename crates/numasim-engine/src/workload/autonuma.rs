@@ -70,6 +70,7 @@ impl AutonumaSpec {
         let (test, bind) = kind;
         let cpus = topo.nr_cpus();
         let start = p.len();
+        super::reject_keys(w, i, &["threads", "size_mib", "passes", "start_s"], p);
         let mut bad = |key: &str, msg: String| p.push(ScenarioProblem::new(format!("workload[{i}].{key}"), "invalid_value", msg));
         // preproc.awk: numa01 THREADS = cpus/2 per process; numa02 NCPUS; numa02_SMT NCPUS/2
         let (processes, def_threads, def_size, def_passes) = match test {
@@ -201,7 +202,7 @@ impl AutonumaSpec {
     }
 }
 
-fn new_mm(k: &mut Kernel, comm: &str) -> usize {
+pub(crate) fn new_mm(k: &mut Kernel, comm: &str) -> usize {
     let pid = next_pid(k);
     k.mms.push(crate::mm::types::Mm::new(pid, comm, k.topo.nr_cpus()));
     k.mms.len() - 1
@@ -211,7 +212,7 @@ fn next_pid(k: &Kernel) -> u32 {
     1000 + k.tasks.len() as u32 + k.mms.len() as u32
 }
 
-fn new_task(k: &mut Kernel, mm: usize, comm: &str, workload: usize, program: Vec<Op>, parent: Option<usize>, start_ns: u64) -> usize {
+pub(crate) fn new_task(k: &mut Kernel, mm: usize, comm: &str, workload: usize, program: Vec<Op>, parent: Option<usize>, start_ns: u64) -> usize {
     let pid = if parent.is_none() { k.mms[mm].tgid } else { next_pid(k) };
     let t = k.tasks.len();
     k.tasks.push(Task {
@@ -229,6 +230,8 @@ fn new_task(k: &mut Kernel, mm: usize, comm: &str, workload: usize, program: Vec
         sweep: SweepState::default(),
         children: Vec::new(),
         parent,
+        wake_at: None,
+        syscall: None,
         sum_exec_runtime: 0,
         user_ns: 0.0,
         sys_ns: 0.0,

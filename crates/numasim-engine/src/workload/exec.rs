@@ -69,6 +69,27 @@ impl Kernel {
                     self.spawned.extend(children);
                     self.tasks[t].pc += 1;
                 }
+                Op::SleepUntil(at) => {
+                    self.tasks[t].pc += 1;
+                    if self.now + ((tick - b) as u64) < at {
+                        self.tasks[t].wake_at = Some(at);
+                        self.task_sleep(t);
+                        break;
+                    }
+                }
+                Op::SleepFor(ns) => {
+                    self.tasks[t].pc += 1;
+                    if ns > 0 {
+                        self.tasks[t].wake_at = Some(self.now + (tick - b) as u64 + ns);
+                        self.task_sleep(t);
+                        break;
+                    }
+                }
+                Op::MigratePages { workload, from, to } => {
+                    if self.sys_migrate_pages(t, workload, from, to, &mut b) {
+                        self.tasks[t].pc += 1;
+                    }
+                }
                 Op::Join => {
                     let done = self.tasks[t].children.iter().all(|&c| self.tasks[c].state == TaskState::Exited);
                     if done {
@@ -81,6 +102,45 @@ impl Kernel {
             }
         }
         tick - b.max(0.0)
+    }
+
+    /// migrate_pages(2) from `from` to `to` for workload `workload`'s first process, resumable
+    /// across ticks; returns true when the call is complete.
+    // mm/mempolicy.c: kernel_migrate_pages -> do_migrate_pages -> migrate_to_node
+    fn sys_migrate_pages(&mut self, t: usize, workload: usize, from: usize, to: usize, b: &mut f64) -> bool {
+        let target = self.tasks.iter().find(|x| x.workload == workload && x.parent.is_none()).map(|x| x.mm);
+        let Some(mm) = target.filter(|&mm| !self.mms[mm].exited && self.mms[mm].users > 0) else {
+            self.tasks[t].syscall = None;
+            return true; // -ESRCH
+        };
+        if self.tasks[t].syscall.is_none() {
+            // queue_pages_range: every page of the mm on the source node
+            let mut pages = Vec::new();
+            for (vma, v) in self.mms[mm].vmas.iter().enumerate() {
+                pages.extend((0..v.pt.len()).filter(|&i| v.pt.node[i as usize] as usize == from).map(|idx| crate::mm::rmap::PageRef { mm, vma, idx }));
+            }
+            let walk = (self.mms[mm].rss() as f64) * self.cost.pte_update_ns;
+            self.tasks[t].syscall = Some((pages, 0));
+            self.charge_sys(t, walk, b);
+        }
+        let cpu = self.tasks[t].cpu;
+        while *b > 0.0 {
+            let (pages, done) = self.tasks[t].syscall.take().expect("call in progress");
+            if done >= pages.len() {
+                return true;
+            }
+            let end = (done + crate::mm::migrate::NR_MAX_BATCHED_MIGRATION).min(pages.len());
+            // pages isolated by the call stay where they were queued
+            let chunk: Vec<_> = pages[done..end].iter().copied().filter(|p| self.mms[p.mm].vmas[p.vma].pt.node[p.idx as usize] as usize == from).collect();
+            self.tasks[t].syscall = Some((pages, end));
+            let out = self.migrate_pages(&chunk, to, cpu, crate::mm::migrate::MigrateMode::Sync);
+            self.charge_sys(t, out.cost, b);
+        }
+        let finished = self.tasks[t].syscall.as_ref().is_some_and(|(p, d)| *d >= p.len());
+        if finished {
+            self.tasks[t].syscall = None;
+        }
+        finished
     }
 
     /// Advance a store stream; returns true when all passes are done.

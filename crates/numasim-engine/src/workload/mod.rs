@@ -2,6 +2,8 @@
 
 pub mod autonuma;
 pub mod exec;
+pub mod memhog;
+pub mod migratepages;
 
 use crate::error::ScenarioProblem;
 use crate::kernel::Kernel;
@@ -24,12 +26,20 @@ pub enum Op {
     Spawn,
     /// pthread_join / wait(2) for every child
     Join,
+    /// Sleep until an absolute time, ns (then go on; memhog holding memory, a loop's pause).
+    SleepUntil(u64),
+    /// Sleep for a while, ns.
+    SleepFor(u64),
+    /// migrate_pages(2) of the first process of workload `workload` from node `from` to `to`.
+    MigratePages { workload: usize, from: usize, to: usize },
 }
 
 #[derive(Debug, Clone, Serialize)]
 #[serde(untagged)]
 pub enum WorkloadSpec {
     Autonuma(autonuma::AutonumaSpec),
+    MemoryEater(memhog::MemoryEaterSpec),
+    MigratePages(migratepages::MigratePagesSpec),
 }
 
 impl WorkloadSpec {
@@ -37,6 +47,8 @@ impl WorkloadSpec {
     pub fn footprint_pages(&self) -> u64 {
         match self {
             WorkloadSpec::Autonuma(a) => a.footprint_pages(),
+            WorkloadSpec::MemoryEater(m) => m.footprint_pages(),
+            WorkloadSpec::MigratePages(_) => 0,
         }
     }
 
@@ -44,19 +56,42 @@ impl WorkloadSpec {
     pub fn build(&self, k: &mut Kernel, index: usize, rng: &mut Rng) {
         match self {
             WorkloadSpec::Autonuma(a) => a.build(k, index, rng),
+            WorkloadSpec::MemoryEater(m) => m.build(k, index),
+            WorkloadSpec::MigratePages(m) => m.build(k, index),
         }
     }
 }
 
 /// Resolve `[[workload]]` number `i`; problems are pushed with their location.
-pub fn resolve(w: &RawWorkload, i: usize, topo: &Topology, p: &mut Vec<ScenarioProblem>) -> Option<WorkloadSpec> {
+pub fn resolve(w: &RawWorkload, i: usize, nr_workloads: usize, topo: &Topology, p: &mut Vec<ScenarioProblem>) -> Option<WorkloadSpec> {
     if let Some(kind) = autonuma::AutonumaSpec::parse_kind(&w.kind) {
         return autonuma::AutonumaSpec::resolve(kind, w, i, topo, p).map(WorkloadSpec::Autonuma);
     }
-    p.push(ScenarioProblem::new(
-        format!("workload[{i}].kind"),
-        "invalid_value",
-        format!("unknown workload kind `{}`, expected one of {}", w.kind, autonuma::KINDS.join(", ")),
-    ));
-    None
+    match w.kind.as_str() {
+        "memory_eater" => memhog::MemoryEaterSpec::resolve(w, i, topo, p).map(WorkloadSpec::MemoryEater),
+        "migratepages" => migratepages::MigratePagesSpec::resolve(w, i, nr_workloads, topo, p).map(WorkloadSpec::MigratePages),
+        _ => {
+            let mut kinds: Vec<&str> = autonuma::KINDS.to_vec();
+            kinds.extend(["memory_eater", "migratepages"]);
+            p.push(ScenarioProblem::new(
+                format!("workload[{i}].kind"),
+                "invalid_value",
+                format!("unknown workload kind `{}`, expected one of {}", w.kind, kinds.join(", ")),
+            ));
+            None
+        }
+    }
+}
+
+/// Keys that do not apply to this kind of workload are errors, not silently ignored.
+pub fn reject_keys(w: &RawWorkload, i: usize, allowed: &[&str], p: &mut Vec<ScenarioProblem>) {
+    for key in w.given() {
+        if !allowed.contains(&key) {
+            p.push(ScenarioProblem::new(
+                format!("workload[{i}].{key}"),
+                "unknown_key",
+                format!("`{key}` does not apply to a `{}` workload (it takes {})", w.kind, allowed.join(", ")),
+            ));
+        }
+    }
 }

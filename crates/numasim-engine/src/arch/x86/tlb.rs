@@ -91,7 +91,8 @@ impl Kernel {
         if targets.is_empty() {
             0.0
         } else {
-            self.cost.ipi_send_ns + self.cost.ipi_per_target_ns * targets.len() as f64
+            // the sender waits until every target ran its handler (smp_call_function_many_cond)
+            self.cost.ipi_send_ns + self.cost.ipi_per_target_ns * targets.len() as f64 + handler
         }
     }
 

@@ -1,0 +1,74 @@
+//! `migratepages PID FROM TO` in a loop, moving a running workload's pages back and forth
+//! (numactl/migratepages.c -> migrate_pages(2); workloads.md §5).
+
+use super::autonuma::{new_mm, new_task};
+use super::Op;
+use crate::error::ScenarioProblem;
+use crate::kernel::Kernel;
+use crate::scenario::raw::RawWorkload;
+use crate::topology::Topology;
+use serde::Serialize;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MigratePagesSpec {
+    pub kind: String,
+    /// Index of the workload whose first process is migrated.
+    pub target: usize,
+    pub from: usize,
+    pub to: usize,
+    /// Round trips (from -> to, then to -> from).
+    pub loops: u32,
+    pub interval_s: f64,
+    pub start_s: f64,
+}
+
+impl MigratePagesSpec {
+    pub fn resolve(w: &RawWorkload, i: usize, nr_workloads: usize, topo: &Topology, p: &mut Vec<ScenarioProblem>) -> Option<Self> {
+        super::reject_keys(w, i, &["target", "from", "to", "loops", "interval_s", "start_s"], p);
+        let start = p.len();
+        let mut bad = |key: &str, msg: String| p.push(ScenarioProblem::new(format!("workload[{i}].{key}"), "invalid_value", msg));
+        let target = w.target.unwrap_or(-1);
+        if target < 0 || target as usize >= nr_workloads || target as usize == i {
+            bad("target", format!("must name another [[workload]] by index (0..{nr_workloads}), got {target}"));
+        }
+        let (from, to) = (w.from.unwrap_or(0), w.to.unwrap_or(1));
+        for (key, n) in [("from", from), ("to", to)] {
+            if n < 0 || n as usize >= topo.nr_nodes {
+                bad(key, format!("node {n} does not exist (the machine has {} nodes)", topo.nr_nodes));
+            }
+        }
+        if from == to {
+            bad("to", "must differ from `from`".into());
+        }
+        let loops = w.loops.unwrap_or(1);
+        if !(1..=1_000_000).contains(&loops) {
+            bad("loops", format!("must be in 1..=1000000, got {loops}"));
+        }
+        let interval_s = w.interval_s.unwrap_or(0.0);
+        let start_s = w.start_s.unwrap_or(0.0);
+        if !(interval_s >= 0.0 && interval_s < 1e6 && start_s >= 0.0 && start_s < 1e6) {
+            bad("interval_s", format!("interval_s and start_s must be in [0, 1e6), got {interval_s} and {start_s}"));
+        }
+        (p.len() == start).then(|| MigratePagesSpec {
+            kind: w.kind.clone(),
+            target: target as usize,
+            from: from as usize,
+            to: to as usize,
+            loops: loops as u32,
+            interval_s,
+            start_s,
+        })
+    }
+
+    pub fn build(&self, k: &mut Kernel, index: usize) {
+        let mm = new_mm(k, "migratepages");
+        let mut prog = Vec::new();
+        for _ in 0..self.loops {
+            prog.push(Op::MigratePages { workload: self.target, from: self.from, to: self.to });
+            prog.push(Op::SleepFor((self.interval_s * 1e9) as u64));
+            prog.push(Op::MigratePages { workload: self.target, from: self.to, to: self.from });
+            prog.push(Op::SleepFor((self.interval_s * 1e9) as u64));
+        }
+        new_task(k, mm, "migratepages", index, prog, None, (self.start_s * 1e9) as u64);
+    }
+}
