@@ -14,6 +14,10 @@ fn main() {
         std::process::exit(1)
     });
     println!("elapsed {:.3}s user {:.1}s sys {:.2}s completed {} ticks {}", r.elapsed_s, r.user_s, r.system_s, r.completed, r.ticks);
+    let tput: f64 = r.processes.iter().map(|p| p.throughput_aps).sum();
+    if tput > 0.0 {
+        println!("  throughput_aps {tput:.4e}  TLB irqs {}", r.tlb_irqs.iter().sum::<u64>());
+    }
     for (n, v) in &r.counters {
         if *v > 0 {
             println!("  {n:32} {v}");

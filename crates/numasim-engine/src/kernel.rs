@@ -53,6 +53,8 @@ pub struct Kernel {
     /// Tasks asking to leave a CPU they are no longer allowed on.
     pub displaced: Vec<usize>,
     pub oom: Option<String>,
+    /// Random-access distributions of pmbench-like processes.
+    pub samplers: Vec<crate::workload::random::AccessSampler>,
 }
 
 impl Kernel {
@@ -75,6 +77,7 @@ impl Kernel {
             spawned: Vec::new(),
             displaced: Vec::new(),
             oom: None,
+            samplers: Vec::new(),
         }
     }
 

@@ -36,6 +36,9 @@ pub struct ProcessResult {
     pub elapsed_s: f64,
     pub user_s: f64,
     pub system_s: f64,
+    /// Accesses of timed random-access loops (pmbench), and their sum of per-thread rates.
+    pub accesses: f64,
+    pub throughput_aps: f64,
 }
 
 #[derive(Debug, Clone)]
@@ -77,6 +80,9 @@ impl RunResult {
                     elapsed_s: (end - start) as f64 / 1e9,
                     user_s: ts.iter().map(|t| t.user_ns).sum::<f64>() / 1e9,
                     system_s: ts.iter().map(|t| t.sys_ns).sum::<f64>() / 1e9,
+                    accesses: ts.iter().map(|t| t.accesses).sum(),
+                    // LKP's throughput.aps: sum over threads of accesses / their timed loop
+                    throughput_aps: ts.iter().filter(|t| t.access_ns > 0.0).map(|t| t.accesses / (t.access_ns / 1e9)).sum(),
                 }
             })
             .collect::<Vec<_>>();
@@ -121,7 +127,8 @@ impl RunResult {
             .processes
             .iter()
             .map(|p| json!({"pid": p.pid, "comm": p.comm, "workload": p.workload, "threads": p.threads,
-                            "elapsed_s": p.elapsed_s, "user_s": p.user_s, "system_s": p.system_s}))
+                            "elapsed_s": p.elapsed_s, "user_s": p.user_s, "system_s": p.system_s,
+                            "accesses": p.accesses, "throughput_aps": p.throughput_aps}))
             .collect();
         json!({
             "numasim_version": env!("CARGO_PKG_VERSION"),

@@ -22,6 +22,7 @@ impl Kernel {
         let m = &mut self.mms[mm];
         m.vmas[vma].pt.populate(idx, node, PTE_WRITE | PTE_DIRTY);
         m.node_pages[node] += 1;
+        self.sampler_populated(mm, vma, idx, node);
         self.count(VmEvent::Pgfault, 1);
         Some(self.cost.fault_entry_exit_ns + self.cost.clear_page_ns)
     }

@@ -97,6 +97,7 @@ impl Kernel {
         let m = &mut self.mms[p.mm];
         m.node_pages[src] -= 1;
         m.node_pages[target] += 1;
+        self.sampler_moved(p.mm, p.vma, p.idx, src, target);
         self.free_page(src);
         out.succeeded += 1;
         self.events.migrations += 1;

@@ -13,6 +13,8 @@ impl Kernel {
         // private VMA of a single-threaded process: pages already on this node are skipped
         let single = self.mms[mm].vmas[vma].flags & VM_SHARED == 0 && self.mms[mm].users == 1;
         let target = single.then(|| self.task_node(t) as u8);
+        let sampled = self.mms[mm].sampler.is_some();
+        let mut protected = Vec::new();
         let pt = &mut self.mms[mm].vmas[vma].pt;
         let (mut changed, mut walked) = (0, 0);
         let mut i = start;
@@ -32,8 +34,14 @@ impl Kernel {
                 }
                 pt.make_protnone(p);
                 changed += 1;
+                if sampled {
+                    protected.push(p);
+                }
             }
             i = bend;
+        }
+        for p in protected {
+            self.sampler_needs_fault(mm, vma, p, false);
         }
         (changed, walked)
     }

@@ -57,6 +57,8 @@ pub struct Mm {
     pub cpumask: Vec<bool>,
     /// v6.14+: next time (ns) a flush may IPI stale cpumask members to trim them.
     pub next_trim_cpumask: u64,
+    /// Index in `Kernel::samplers` of this process's random-access distribution.
+    pub sampler: Option<usize>,
 }
 
 impl Mm {
@@ -73,6 +75,7 @@ impl Mm {
             exited: false,
             cpumask: vec![false; nr_cpus],
             next_trim_cpumask: 0,
+            sampler: None,
         }
     }
 

@@ -79,6 +79,15 @@ pub struct RawWorkload {
     pub to: Option<i64>,
     pub loops: Option<i64>,
     pub interval_s: Option<f64>,
+    pub processes: Option<i64>,
+    pub set_mib: Option<i64>,
+    pub map_mib: Option<i64>,
+    pub pattern: Option<String>,
+    pub shape: Option<f64>,
+    pub read_ratio: Option<i64>,
+    pub nodes: Option<Vec<i64>>,
+    pub duration_s: Option<f64>,
+    pub overhead_ns: Option<f64>,
 }
 
 impl RawWorkload {
@@ -97,6 +106,15 @@ impl RawWorkload {
             ("to", self.to.is_some()),
             ("loops", self.loops.is_some()),
             ("interval_s", self.interval_s.is_some()),
+            ("processes", self.processes.is_some()),
+            ("set_mib", self.set_mib.is_some()),
+            ("map_mib", self.map_mib.is_some()),
+            ("pattern", self.pattern.is_some()),
+            ("shape", self.shape.is_some()),
+            ("read_ratio", self.read_ratio.is_some()),
+            ("nodes", self.nodes.is_some()),
+            ("duration_s", self.duration_s.is_some()),
+            ("overhead_ns", self.overhead_ns.is_some()),
         ];
         keys.iter().filter(|k| k.1).map(|k| k.0).collect()
     }

@@ -68,6 +68,9 @@ pub struct Task {
     pub parent: Option<usize>,
     /// Sleeping until this time (ns) rather than for children.
     pub wake_at: Option<u64>,
+    /// Accesses made in a timed random-access phase, and its CPU time so far (pmbench).
+    pub accesses: f64,
+    pub access_ns: f64,
     /// A migrate_pages(2) call in progress: the queued pages and how many are done.
     pub syscall: Option<(Vec<crate::mm::rmap::PageRef>, usize)>,
     pub sum_exec_runtime: u64,

@@ -232,6 +232,8 @@ pub(crate) fn new_task(k: &mut Kernel, mm: usize, comm: &str, workload: usize, p
         parent,
         wake_at: None,
         syscall: None,
+        accesses: 0.0,
+        access_ns: 0.0,
         sum_exec_runtime: 0,
         user_ns: 0.0,
         sys_ns: 0.0,

@@ -90,6 +90,12 @@ impl Kernel {
                         self.tasks[t].pc += 1;
                     }
                 }
+                Op::RandomAccess { sampler, warmup, duration_ns, overhead_ns } => {
+                    if self.random_phases(t, sampler, warmup, duration_ns, overhead_ns, &mut b) {
+                        self.tasks[t].pc += 1;
+                        self.tasks[t].sweep = SweepState::default();
+                    }
+                }
                 Op::Join => {
                     let done = self.tasks[t].children.iter().all(|&c| self.tasks[c].state == TaskState::Exited);
                     if done {
@@ -141,6 +147,33 @@ impl Kernel {
             self.tasks[t].syscall = None;
         }
         finished
+    }
+
+    /// pmbench's warm-up (untimed accesses) then its timed loop (`duration_ns` of CPU time);
+    /// returns true when both are done.
+    fn random_phases(&mut self, t: usize, s: usize, warmup: u64, duration_ns: u64, overhead_ns: f64, b: &mut f64) -> bool {
+        if self.tasks[t].sweep.pass == 0 {
+            let left = warmup as f64 - self.tasks[t].sweep.pos;
+            if left > 0.0 {
+                let d = self.random_access(t, s, left, overhead_ns, b);
+                self.tasks[t].sweep.pos += d;
+                if d < left {
+                    return false;
+                }
+            }
+            self.tasks[t].sweep = SweepState { pass: 1, pos: 0.0 };
+        }
+        let left_ns = duration_ns as f64 - self.tasks[t].access_ns;
+        if left_ns > 0.0 && *b > 0.0 && self.oom.is_none() {
+            let slice = left_ns.min(*b);
+            let mut bb = slice;
+            let d = self.random_access(t, s, f64::INFINITY, overhead_ns, &mut bb);
+            let used = slice - bb;
+            *b -= used;
+            self.tasks[t].access_ns += used;
+            self.tasks[t].accesses += d;
+        }
+        self.tasks[t].access_ns >= duration_ns as f64
     }
 
     /// Advance a store stream; returns true when all passes are done.

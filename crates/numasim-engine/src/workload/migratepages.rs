@@ -46,7 +46,7 @@ impl MigratePagesSpec {
         }
         let interval_s = w.interval_s.unwrap_or(0.0);
         let start_s = w.start_s.unwrap_or(0.0);
-        if !(interval_s >= 0.0 && interval_s < 1e6 && start_s >= 0.0 && start_s < 1e6) {
+        if !((0.0..1e6).contains(&interval_s) && (0.0..1e6).contains(&start_s)) {
             bad("interval_s", format!("interval_s and start_s must be in [0, 1e6), got {interval_s} and {start_s}"));
         }
         (p.len() == start).then(|| MigratePagesSpec {

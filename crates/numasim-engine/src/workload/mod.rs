@@ -4,6 +4,8 @@ pub mod autonuma;
 pub mod exec;
 pub mod memhog;
 pub mod migratepages;
+pub mod pmbench;
+pub mod random;
 
 use crate::error::ScenarioProblem;
 use crate::kernel::Kernel;
@@ -32,6 +34,9 @@ pub enum Op {
     SleepFor(u64),
     /// migrate_pages(2) of the first process of workload `workload` from node `from` to `to`.
     MigratePages { workload: usize, from: usize, to: usize },
+    /// Random single accesses drawn from sampler `sampler`: `warmup` untimed accesses, then a
+    /// timed phase of `duration_ns` (pmbench's main loop); `overhead_ns` per access.
+    RandomAccess { sampler: usize, warmup: u64, duration_ns: u64, overhead_ns: f64 },
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -40,6 +45,7 @@ pub enum WorkloadSpec {
     Autonuma(autonuma::AutonumaSpec),
     MemoryEater(memhog::MemoryEaterSpec),
     MigratePages(migratepages::MigratePagesSpec),
+    Pmbench(pmbench::PmbenchSpec),
 }
 
 impl WorkloadSpec {
@@ -49,6 +55,7 @@ impl WorkloadSpec {
             WorkloadSpec::Autonuma(a) => a.footprint_pages(),
             WorkloadSpec::MemoryEater(m) => m.footprint_pages(),
             WorkloadSpec::MigratePages(_) => 0,
+            WorkloadSpec::Pmbench(p) => p.footprint_pages(),
         }
     }
 
@@ -58,6 +65,7 @@ impl WorkloadSpec {
             WorkloadSpec::Autonuma(a) => a.build(k, index, rng),
             WorkloadSpec::MemoryEater(m) => m.build(k, index),
             WorkloadSpec::MigratePages(m) => m.build(k, index),
+            WorkloadSpec::Pmbench(p) => p.build(k, index, rng),
         }
     }
 }
@@ -70,9 +78,10 @@ pub fn resolve(w: &RawWorkload, i: usize, nr_workloads: usize, topo: &Topology, 
     match w.kind.as_str() {
         "memory_eater" => memhog::MemoryEaterSpec::resolve(w, i, topo, p).map(WorkloadSpec::MemoryEater),
         "migratepages" => migratepages::MigratePagesSpec::resolve(w, i, nr_workloads, topo, p).map(WorkloadSpec::MigratePages),
+        "pmbench" => pmbench::PmbenchSpec::resolve(w, i, topo, p).map(WorkloadSpec::Pmbench),
         _ => {
             let mut kinds: Vec<&str> = autonuma::KINDS.to_vec();
-            kinds.extend(["memory_eater", "migratepages"]);
+            kinds.extend(["memory_eater", "migratepages", "pmbench"]);
             p.push(ScenarioProblem::new(
                 format!("workload[{i}].kind"),
                 "invalid_value",

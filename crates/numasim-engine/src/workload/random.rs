@@ -1,0 +1,168 @@
+//! Random access streams (pmbench) without visiting each access.
+//!
+//! All threads of a process draw pages from one fixed distribution p(k). Between NUMA events an
+//! access costs the mean latency over the populated pages, kept as probability mass per node
+//! (O(nodes)). A page that needs a fault on its next access (not yet populated, made PROT_NONE
+//! by the scanner, read-only after a migration) gets a threshold on the process's access
+//! counter drawn from the geometric distribution of "accesses until page k is hit", so the
+//! first toucher is exact in distribution and the cost follows the number of NUMA events.
+
+use crate::kernel::Kernel;
+use crate::sim::rng::Rng;
+use crate::topology::MAX_NODES;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// One process's access distribution and pending page events.
+#[derive(Debug, Clone)]
+pub struct AccessSampler {
+    pub mm: usize,
+    pub vma: usize,
+    /// p(k) for every page of the working set (pages beyond it are never touched).
+    pub weight: Vec<f64>,
+    /// Share of accesses that are writes.
+    pub write_share: f64,
+    /// Probability mass of the populated pages on each node.
+    pub mass: [f64; MAX_NODES],
+    /// Accesses made by all threads of the process so far.
+    pub counter: f64,
+    /// (threshold, page, generation, write-only) ordered by threshold.
+    heap: BinaryHeap<Reverse<(u64, u64, u8, bool)>>,
+    /// Generation of each page's latest event: an older event for the page is stale.
+    generation: Vec<u8>,
+    rng: Rng,
+}
+
+impl AccessSampler {
+    pub fn new(mm: usize, vma: usize, weight: Vec<f64>, write_share: f64, rng: Rng) -> Self {
+        let n = weight.len();
+        let mut s = AccessSampler { mm, vma, weight, write_share, mass: [0.0; MAX_NODES], counter: 0.0, heap: BinaryHeap::new(), generation: vec![0; n], rng };
+        for k in 0..n as u64 {
+            s.schedule(k, false);
+        }
+        s
+    }
+
+    /// Accesses until page `k` is next hit (by a write only, if `write_only`): geometric.
+    fn schedule(&mut self, k: u64, write_only: bool) {
+        let p = self.weight[k as usize] * if write_only { self.write_share } else { 1.0 };
+        if p <= 0.0 {
+            return;
+        }
+        // U in (0, 1]; N = ceil(ln U / ln(1 - p)), at least 1
+        let u = ((self.rng.next_u64() >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
+        let n = if p >= 1.0 { 1.0 } else { (libm::log(u) / libm::log1p(-p)).ceil().max(1.0) };
+        let at = (self.counter + n).min(u64::MAX as f64 / 2.0) as u64;
+        let g = self.generation[k as usize].wrapping_add(1);
+        self.generation[k as usize] = g;
+        self.heap.push(Reverse((at, k, g, write_only)));
+    }
+
+    /// Accesses left before the next pending event (f64::INFINITY if none).
+    pub fn until_next(&mut self) -> f64 {
+        while let Some(&Reverse((at, k, g, _))) = self.heap.peek() {
+            if self.generation[k as usize] == g {
+                return (at as f64 - self.counter).max(0.0);
+            }
+            self.heap.pop();
+        }
+        f64::INFINITY
+    }
+
+    fn pop(&mut self) -> Option<(u64, bool)> {
+        self.until_next();
+        self.heap.pop().map(|Reverse((_, k, _, w))| (k, w))
+    }
+}
+
+impl Kernel {
+    fn sampler_of(&self, mm: usize, vma: usize) -> Option<usize> {
+        self.mms[mm].sampler.filter(|&s| self.samplers[s].vma == vma)
+    }
+
+    /// A page of a sampled VMA was populated on `node`.
+    pub fn sampler_populated(&mut self, mm: usize, vma: usize, idx: u64, node: usize) {
+        if let Some(s) = self.sampler_of(mm, vma) {
+            let s = &mut self.samplers[s];
+            s.mass[node] += s.weight.get(idx as usize).copied().unwrap_or(0.0);
+        }
+    }
+
+    /// A page of a sampled VMA moved between nodes.
+    pub fn sampler_moved(&mut self, mm: usize, vma: usize, idx: u64, from: usize, to: usize) {
+        if let Some(s) = self.sampler_of(mm, vma) {
+            let s = &mut self.samplers[s];
+            let w = s.weight.get(idx as usize).copied().unwrap_or(0.0);
+            s.mass[from] -= w;
+            s.mass[to] += w;
+        }
+    }
+
+    /// The page's next access (or next write) needs a fault: draw when it comes.
+    pub fn sampler_needs_fault(&mut self, mm: usize, vma: usize, idx: u64, write_only: bool) {
+        if let Some(s) = self.sampler_of(mm, vma) {
+            if (idx as usize) < self.samplers[s].weight.len() {
+                self.samplers[s].schedule(idx, write_only);
+            }
+        }
+    }
+
+    /// Mean ns per access for a task on `node` over the populated pages.
+    fn mean_access_ns(&self, s: usize, node: usize) -> f64 {
+        let smp = &self.samplers[s];
+        let total: f64 = smp.mass.iter().sum();
+        if total <= 0.0 {
+            return self.cost.latency_ns[node][node];
+        }
+        (0..self.topo.nr_nodes).map(|n| smp.mass[n] * self.cost.latency_ns[node][n]).sum::<f64>() / total
+    }
+
+    /// Run `accesses` more accesses of task `t` (or until the budget ends); returns how many ran.
+    pub fn random_access(&mut self, t: usize, s: usize, accesses: f64, overhead_ns: f64, b: &mut f64) -> f64 {
+        let mut done = 0.0;
+        while *b > 0.0 && done < accesses && self.oom.is_none() {
+            let cost = self.mean_access_ns(s, self.task_node(t)) + overhead_ns;
+            let until = self.samplers[s].until_next();
+            let can = (*b / cost).min(accesses - done);
+            if until <= can {
+                self.samplers[s].counter += until;
+                done += until;
+                *b -= until * cost;
+                self.tasks[t].user_ns += until * cost;
+                if let Some((k, write_only)) = self.samplers[s].pop() {
+                    self.access_fault(t, s, k, write_only, b);
+                }
+            } else {
+                // no event before the budget or the requested accesses run out
+                let phase_ends = can >= accesses - done;
+                self.samplers[s].counter += can;
+                done += can;
+                self.tasks[t].user_ns += can * cost;
+                *b = if phase_ends { (*b - can * cost).max(0.0) } else { 0.0 };
+            }
+        }
+        done
+    }
+
+    /// The first access to page `k` since it needed a fault.
+    // mm/memory.c: handle_pte_fault dispatch
+    fn access_fault(&mut self, t: usize, s: usize, k: u64, write_only: bool, b: &mut f64) {
+        let (mm, vma) = (self.samplers[s].mm, self.samplers[s].vma);
+        let pt = &self.mms[mm].vmas[vma].pt;
+        let cost = if !pt.populated(k) {
+            // a first read would map the zero page: treated as a write fault (approximation)
+            self.do_anonymous_page(t, vma, k).unwrap_or(0.0)
+        } else if pt.protnone(k) {
+            let c = self.do_numa_page(t, vma, k);
+            if !self.mms[mm].vmas[vma].pt.writable(k) {
+                self.sampler_needs_fault(mm, vma, k, true);
+            }
+            c
+        } else if write_only && !pt.writable(k) {
+            self.do_wp_page(t, vma, k)
+        } else {
+            0.0
+        };
+        self.charge_sys(t, cost, b);
+    }
+}
