@@ -30,9 +30,10 @@ pub use simulation::{run, Simulation};
 /// Host memory the simulation of `s` will need, estimated before anything is allocated.
 pub fn estimate_host_bytes(s: &Scenario) -> u64 {
     let pages: u64 = s.workloads.iter().map(|w| w.footprint_pages()).sum();
-    // 6 bytes per page + block summaries + tasks + time series (bounded by max_sim_s)
+    let per_page: u64 = s.workloads.iter().map(|w| w.footprint_pages() * w.host_bytes_per_page()).sum();
+    // page state + block summaries + tasks + time series (bounded by max_sim_s)
     let samples = (s.run.max_sim_s * 1000.0 / s.run.sample_interval_ms as f64) as u64;
-    (64 << 20) + pages * 6 + pages / 512 * 32 + samples * (vmstat::NR_VM_EVENTS as u64 * 8 + 64)
+    (64 << 20) + per_page + pages / 512 * 32 + samples * (vmstat::NR_VM_EVENTS as u64 * 8 + 64)
 }
 
 /// Parse, check the host can hold it, run, and return the result as JSON text.

@@ -247,3 +247,15 @@ fn pmbench_with_eater_delay_map_cuts_shootdowns() {
     let migrated = (on.counter("numa_pages_migrated") as f64, off.counter("numa_pages_migrated") as f64);
     assert!((migrated.0 / migrated.1 - 1.0).abs() < 0.2, "{migrated:?}");
 }
+
+/// The host-memory estimate grows with the pages simulated and counts a sampler's state.
+#[test]
+fn host_memory_estimate_counts_page_state() {
+    let small = numasim_engine::estimate_host_bytes(&parse_scenario("[[workload]]\nkind = \"numa02\"\nsize_mib = 64\n").unwrap());
+    let big = numasim_engine::estimate_host_bytes(&parse_scenario("[[workload]]\nkind = \"numa02\"\nsize_mib = 65536\n").unwrap());
+    assert!(big - small >= (65536 - 64) * 256 * 6);
+    let pm = numasim_engine::estimate_host_bytes(&parse_scenario("[[workload]]\nkind = \"pmbench\"\nset_mib = 65536\nduration_s = 1.0\n").unwrap());
+    assert!(pm - big >= 65536 * 256 * 30, "random-access state per page");
+    let err = numasim_engine::run_toml("[[workload]]\nkind = \"numa02\"\n", Some(1 << 20)).unwrap_err();
+    assert!(matches!(err, numasim_engine::Error::Capacity { .. }));
+}

@@ -59,6 +59,15 @@ impl WorkloadSpec {
         }
     }
 
+    /// Host bytes the engine keeps per page of this workload: the page arrays (6 B), plus for
+    /// random-access workloads the weight (8 B), event generation (1 B) and heap entry (24 B).
+    pub fn host_bytes_per_page(&self) -> u64 {
+        match self {
+            WorkloadSpec::Pmbench(_) => 6 + 8 + 1 + 24,
+            _ => 6,
+        }
+    }
+
     /// Create the workload's processes and threads in `k`.
     pub fn build(&self, k: &mut Kernel, index: usize, rng: &mut Rng) {
         match self {
