@@ -11,7 +11,47 @@ use crate::kernel::Kernel;
 use crate::sim::rng::Rng;
 use crate::topology::MAX_NODES;
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BTreeMap, BinaryHeap};
+
+/// An event: (threshold, page, generation, write-only).
+type Event = (u64, u64, u8, bool);
+
+/// log2 of a calendar bucket's width, in accesses.
+const BUCKET_SHIFT: u32 = 16;
+
+/// A calendar queue: events in buckets of 2^16 accesses; only the earliest bucket is a heap,
+/// so events far in the future (rarely hit pages) cost nothing until their bucket comes up.
+#[derive(Debug, Clone, Default)]
+struct Calendar {
+    current: BinaryHeap<Reverse<Event>>,
+    current_key: u64,
+    later: BTreeMap<u64, Vec<Event>>,
+}
+
+impl Calendar {
+    fn push(&mut self, e: Event) {
+        let key = e.0 >> BUCKET_SHIFT;
+        if key <= self.current_key {
+            self.current.push(Reverse(e));
+        } else {
+            self.later.entry(key).or_default().push(e);
+        }
+    }
+
+    fn peek(&mut self) -> Option<Event> {
+        while self.current.is_empty() {
+            let (key, events) = self.later.pop_first()?;
+            self.current_key = key;
+            self.current.extend(events.into_iter().map(Reverse));
+        }
+        self.current.peek().map(|r| r.0)
+    }
+
+    fn pop(&mut self) -> Option<Event> {
+        self.peek()?;
+        self.current.pop().map(|r| r.0)
+    }
+}
 
 /// One process's access distribution and pending page events.
 #[derive(Debug, Clone)]
@@ -26,8 +66,11 @@ pub struct AccessSampler {
     pub mass: [f64; MAX_NODES],
     /// Accesses made by all threads of the process so far.
     pub counter: f64,
-    /// (threshold, page, generation, write-only) ordered by threshold.
-    heap: BinaryHeap<Reverse<(u64, u64, u8, bool)>>,
+    /// First-touch events, drawn at the start and sorted: (threshold, page), generation 1.
+    initial: Vec<(u64, u64)>,
+    cursor: usize,
+    /// Later events (PROT_NONE, read-only pages), by threshold.
+    heap: Calendar,
     /// Generation of each page's latest event: an older event for the page is stale.
     generation: Vec<u8>,
     rng: Rng,
@@ -36,42 +79,98 @@ pub struct AccessSampler {
 impl AccessSampler {
     pub fn new(mm: usize, vma: usize, weight: Vec<f64>, write_share: f64, rng: Rng) -> Self {
         let n = weight.len();
-        let mut s = AccessSampler { mm, vma, weight, write_share, mass: [0.0; MAX_NODES], counter: 0.0, heap: BinaryHeap::new(), generation: vec![0; n], rng };
+        let mut s = AccessSampler {
+            mm,
+            vma,
+            weight,
+            write_share,
+            mass: [0.0; MAX_NODES],
+            counter: 0.0,
+            initial: Vec::with_capacity(n),
+            cursor: 0,
+            heap: Calendar::default(),
+            generation: vec![1; n],
+            rng,
+        };
         for k in 0..n as u64 {
-            s.schedule(k, false);
+            if let Some(at) = s.draw(k, false) {
+                s.initial.push((at, k));
+            }
         }
+        s.initial.sort_unstable();
         s
     }
 
-    /// Accesses until page `k` is next hit (by a write only, if `write_only`): geometric.
-    fn schedule(&mut self, k: u64, write_only: bool) {
+    /// Access count at which page `k` is next hit (by a write, if `write_only`): the counter
+    /// plus a geometric number of accesses.
+    fn draw(&mut self, k: u64, write_only: bool) -> Option<u64> {
         let p = self.weight[k as usize] * if write_only { self.write_share } else { 1.0 };
         if p <= 0.0 {
-            return;
+            return None;
         }
         // U in (0, 1]; N = ceil(ln U / ln(1 - p)), at least 1
         let u = ((self.rng.next_u64() >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
         let n = if p >= 1.0 { 1.0 } else { (libm::log(u) / libm::log1p(-p)).ceil().max(1.0) };
-        let at = (self.counter + n).min(u64::MAX as f64 / 2.0) as u64;
-        let g = self.generation[k as usize].wrapping_add(1);
+        Some((self.counter + n).min(u64::MAX as f64 / 2.0) as u64)
+    }
+
+    /// Accesses until page `k` is next hit (by a write only, if `write_only`): geometric.
+    fn schedule(&mut self, k: u64, write_only: bool) {
+        let Some(at) = self.draw(k, write_only) else { return };
+        // generation 1 belongs to the initial events; later ones skip it when wrapping
+        let g = match self.generation[k as usize].wrapping_add(1) {
+            1 => 2,
+            g => g,
+        };
         self.generation[k as usize] = g;
-        self.heap.push(Reverse((at, k, g, write_only)));
+        self.heap.push((at, k, g, write_only));
+    }
+
+    /// Drop stale events at the front of both queues.
+    fn skip_stale(&mut self) {
+        while let Some(&(_, k)) = self.initial.get(self.cursor) {
+            if self.generation[k as usize] == 1 {
+                break;
+            }
+            self.cursor += 1;
+        }
+        while let Some((_, k, g, _)) = self.heap.peek() {
+            if self.generation[k as usize] == g {
+                break;
+            }
+            self.heap.pop();
+        }
     }
 
     /// Accesses left before the next pending event (f64::INFINITY if none).
     pub fn until_next(&mut self) -> f64 {
-        while let Some(&Reverse((at, k, g, _))) = self.heap.peek() {
-            if self.generation[k as usize] == g {
-                return (at as f64 - self.counter).max(0.0);
-            }
-            self.heap.pop();
+        self.skip_stale();
+        let a = self.initial.get(self.cursor).map(|e| e.0);
+        let b = self.heap.peek().map(|e| e.0);
+        match a.into_iter().chain(b).min() {
+            Some(at) => (at as f64 - self.counter).max(0.0),
+            None => f64::INFINITY,
         }
-        f64::INFINITY
     }
 
     fn pop(&mut self) -> Option<(u64, bool)> {
-        self.until_next();
-        self.heap.pop().map(|Reverse((_, k, _, w))| (k, w))
+        self.skip_stale();
+        let a = self.initial.get(self.cursor).copied();
+        let b = self.heap.peek();
+        match (a, b) {
+            (Some((at, k)), Some((bt, ..))) if at <= bt => {
+                self.cursor += 1;
+                self.generation[k as usize] = 0;
+                Some((k, false))
+            }
+            (Some((_, k)), None) => {
+                self.cursor += 1;
+                self.generation[k as usize] = 0;
+                Some((k, false))
+            }
+            (_, Some(_)) => self.heap.pop().map(|(_, k, _, w)| (k, w)),
+            (None, None) => None,
+        }
     }
 }
 
