@@ -166,4 +166,4 @@ def names() -> list:
 
 def _load() -> None:
     # Importing an experiment module registers it.
-    from numasim.experiments import autonuma_balancing  # noqa: F401
+    from numasim.experiments import autonuma_balancing, tlb_flush  # noqa: F401

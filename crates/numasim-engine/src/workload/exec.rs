@@ -149,9 +149,11 @@ impl Kernel {
         finished
     }
 
-    /// pmbench's warm-up (untimed accesses) then its timed loop (`duration_ns` of CPU time);
-    /// returns true when both are done.
+    /// pmbench's warm-up (untimed accesses) then its timed loop, which runs for `duration_ns` of
+    /// wall time: time taken from the thread by interrupts or other tasks lowers its throughput.
+    /// Returns true when both are done.
     fn random_phases(&mut self, t: usize, s: usize, warmup: u64, duration_ns: u64, overhead_ns: f64, b: &mut f64) -> bool {
+        let tick = self.tick_ns as f64;
         if self.tasks[t].sweep.pass == 0 {
             let left = warmup as f64 - self.tasks[t].sweep.pos;
             if left > 0.0 {
@@ -161,19 +163,22 @@ impl Kernel {
                     return false;
                 }
             }
-            self.tasks[t].sweep = SweepState { pass: 1, pos: 0.0 };
+            // the timed loop starts now; `pos` keeps its start time (ns)
+            self.tasks[t].sweep = SweepState { pass: 1, pos: self.now as f64 + (tick - *b) };
         }
-        let left_ns = duration_ns as f64 - self.tasks[t].access_ns;
-        if left_ns > 0.0 && *b > 0.0 && self.oom.is_none() {
-            let slice = left_ns.min(*b);
+        let start = self.tasks[t].sweep.pos;
+        let end = start + duration_ns as f64;
+        let at = self.now as f64 + (tick - *b);
+        if at < end && *b > 0.0 && self.oom.is_none() {
+            let slice = (end - at).min(*b);
             let mut bb = slice;
             let d = self.random_access(t, s, f64::INFINITY, overhead_ns, &mut bb);
-            let used = slice - bb;
-            *b -= used;
-            self.tasks[t].access_ns += used;
+            *b -= slice - bb;
             self.tasks[t].accesses += d;
         }
-        self.tasks[t].access_ns >= duration_ns as f64
+        let at = self.now as f64 + (tick - *b);
+        self.tasks[t].access_ns = (at.min(end) - start).max(0.0);
+        at >= end
     }
 
     /// Advance a store stream; returns true when all passes are done.
