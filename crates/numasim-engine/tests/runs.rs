@@ -259,3 +259,21 @@ fn host_memory_estimate_counts_page_state() {
     let err = numasim_engine::run_toml("[[workload]]\nkind = \"numa02\"\n", Some(1 << 20)).unwrap_err();
     assert!(matches!(err, numasim_engine::Error::Capacity { .. }));
 }
+
+/// move_pages(2) moves exactly the requested range: the pages of the first 64 MiB that are not
+/// on the destination yet, in batches, and nothing else.
+#[test]
+fn move_pages_moves_the_requested_range() {
+    let text = format!(
+        "{SMALL_MACHINE}[kernel]\nnuma_balancing = false\n\
+         [[workload]]\nkind = \"numa02_SMT\"\nsize_mib = 256\npasses = 400\n\
+         [[workload]]\nkind = \"move_pages\"\ntarget = 0\nnode = 1\nfirst_mib = 0\nsize_mib = 64\nstart_s = 0.5\n"
+    );
+    let r = run_toml(&text);
+    assert_eq!(r.counter("pgmigrate_success"), 64 * 256, "the main thread first-touched all 256 MiB on node 0");
+    let pid = r.processes.iter().find(|p| p.comm == "numa02_SMT").unwrap().pid;
+    let last = r.samples.memory.iter().filter(|m| m.1 == pid).map(|m| m.0).max().unwrap();
+    let on1: u64 = r.samples.memory.iter().filter(|m| m.0 == last && m.1 == pid && m.2 == 1).map(|m| m.3).sum();
+    assert_eq!(on1, 64 * 256);
+    assert_eq!(r.counter("nr_tlb_remote_flush"), 32, "one batched flush per 512 pages");
+}

@@ -88,6 +88,7 @@ pub struct RawWorkload {
     pub nodes: Option<Vec<i64>>,
     pub duration_s: Option<f64>,
     pub overhead_ns: Option<f64>,
+    pub first_mib: Option<i64>,
 }
 
 impl RawWorkload {
@@ -115,6 +116,7 @@ impl RawWorkload {
             ("nodes", self.nodes.is_some()),
             ("duration_s", self.duration_s.is_some()),
             ("overhead_ns", self.overhead_ns.is_some()),
+            ("first_mib", self.first_mib.is_some()),
         ];
         keys.iter().filter(|k| k.1).map(|k| k.0).collect()
     }

@@ -6,7 +6,37 @@ use crate::cost::PAGE_SIZE;
 use crate::kernel::Kernel;
 use crate::mm::pgtable::BLOCK_PAGES;
 use crate::sched::task::{SweepState, TaskState};
+use crate::mm::migrate::{MigrateMode, NR_MAX_BATCHED_MIGRATION};
+use crate::mm::pgtable::NO_NODE;
+use crate::mm::rmap::PageRef;
 use crate::topology::MAX_NODES;
+
+/// Which pages a migration system call moves.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum PageSelection {
+    /// migrate_pages(2): every page on this node
+    Node(usize),
+    /// move_pages(2): the pages of a range of one VMA
+    Range { vma: usize, first: u64, npages: u64 },
+}
+
+impl PageSelection {
+    fn matches_node(&self, node: usize) -> bool {
+        match *self {
+            PageSelection::Node(n) => n == node,
+            PageSelection::Range { .. } => true,
+        }
+    }
+
+    /// Page index range of VMA `vma` (of `len` pages) to look at.
+    fn range(&self, vma: usize, len: u64) -> (u64, u64) {
+        match *self {
+            PageSelection::Node(_) => (0, len),
+            PageSelection::Range { vma: v, first, npages } if v == vma => (first.min(len), (first + npages).min(len)),
+            PageSelection::Range { .. } => (0, 0),
+        }
+    }
+}
 
 impl Kernel {
     /// Take `cost` ns of system time from the task's budget; what does not fit becomes debt.
@@ -86,7 +116,12 @@ impl Kernel {
                     }
                 }
                 Op::MigratePages { workload, from, to } => {
-                    if self.sys_migrate_pages(t, workload, from, to, &mut b) {
+                    if self.sys_migrate(t, workload, PageSelection::Node(from), to, &mut b) {
+                        self.tasks[t].pc += 1;
+                    }
+                }
+                Op::MovePages { workload, vma, first, npages, to } => {
+                    if self.sys_migrate(t, workload, PageSelection::Range { vma, first, npages }, to, &mut b) {
                         self.tasks[t].pc += 1;
                     }
                 }
@@ -110,22 +145,27 @@ impl Kernel {
         tick - b.max(0.0)
     }
 
-    /// migrate_pages(2) from `from` to `to` for workload `workload`'s first process, resumable
-    /// across ticks; returns true when the call is complete.
-    // mm/mempolicy.c: kernel_migrate_pages -> do_migrate_pages -> migrate_to_node
-    fn sys_migrate_pages(&mut self, t: usize, workload: usize, from: usize, to: usize, b: &mut f64) -> bool {
+    /// migrate_pages(2) or move_pages(2) of workload `workload`'s first process: the selected
+    /// pages move to `to`, resumable across ticks; returns true when the call is complete.
+    // mm/mempolicy.c: kernel_migrate_pages -> migrate_to_node; mm/migrate.c: do_pages_move
+    fn sys_migrate(&mut self, t: usize, workload: usize, sel: PageSelection, to: usize, b: &mut f64) -> bool {
         let target = self.tasks.iter().find(|x| x.workload == workload && x.parent.is_none()).map(|x| x.mm);
         let Some(mm) = target.filter(|&mm| !self.mms[mm].exited && self.mms[mm].users > 0) else {
             self.tasks[t].syscall = None;
             return true; // -ESRCH
         };
+        let wanted = |k: &Kernel, p: &PageRef| {
+            let node = k.mms[p.mm].vmas[p.vma].pt.node[p.idx as usize];
+            node != NO_NODE && node as usize != to && sel.matches_node(node as usize)
+        };
         if self.tasks[t].syscall.is_none() {
-            // queue_pages_range: every page of the mm on the source node
+            // queue_pages_range / add_folio_for_migration: isolate the selected pages
             let mut pages = Vec::new();
             for (vma, v) in self.mms[mm].vmas.iter().enumerate() {
-                pages.extend((0..v.pt.len()).filter(|&i| v.pt.node[i as usize] as usize == from).map(|idx| crate::mm::rmap::PageRef { mm, vma, idx }));
+                let (lo, hi) = sel.range(vma, v.pt.len());
+                pages.extend((lo..hi).map(|idx| PageRef { mm, vma, idx }).filter(|p| wanted(self, p)));
             }
-            let walk = (self.mms[mm].rss() as f64) * self.cost.pte_update_ns;
+            let walk = pages.len() as f64 * self.cost.pte_update_ns;
             self.tasks[t].syscall = Some((pages, 0));
             self.charge_sys(t, walk, b);
         }
@@ -135,11 +175,11 @@ impl Kernel {
             if done >= pages.len() {
                 return true;
             }
-            let end = (done + crate::mm::migrate::NR_MAX_BATCHED_MIGRATION).min(pages.len());
+            let end = (done + NR_MAX_BATCHED_MIGRATION).min(pages.len());
             // pages isolated by the call stay where they were queued
-            let chunk: Vec<_> = pages[done..end].iter().copied().filter(|p| self.mms[p.mm].vmas[p.vma].pt.node[p.idx as usize] as usize == from).collect();
+            let chunk: Vec<_> = pages[done..end].iter().copied().filter(|p| wanted(self, p)).collect();
             self.tasks[t].syscall = Some((pages, end));
-            let out = self.migrate_pages(&chunk, to, cpu, crate::mm::migrate::MigrateMode::Sync);
+            let out = self.migrate_pages(&chunk, to, cpu, MigrateMode::Sync);
             self.charge_sys(t, out.cost, b);
         }
         let finished = self.tasks[t].syscall.as_ref().is_some_and(|(p, d)| *d >= p.len());

@@ -72,3 +72,69 @@ impl MigratePagesSpec {
         new_task(k, mm, "migratepages", index, prog, None, (self.start_s * 1e9) as u64);
     }
 }
+
+/// move_pages(2) of a range of another workload's first process (its first VMA) to one node,
+/// `loops` times.
+#[derive(Debug, Clone, Serialize)]
+pub struct MovePagesSpec {
+    pub kind: String,
+    pub target: usize,
+    /// Destination node.
+    pub node: usize,
+    /// The range, in MiB from the start of the target's first VMA (None: to its end).
+    pub first_mib: u64,
+    pub size_mib: Option<u64>,
+    pub loops: u32,
+    pub interval_s: f64,
+    pub start_s: f64,
+}
+
+impl MovePagesSpec {
+    pub fn resolve(w: &RawWorkload, i: usize, nr_workloads: usize, topo: &Topology, p: &mut Vec<ScenarioProblem>) -> Option<Self> {
+        super::reject_keys(w, i, &["target", "node", "first_mib", "size_mib", "loops", "interval_s", "start_s"], p);
+        let start = p.len();
+        let mut bad = |key: &str, msg: String| p.push(ScenarioProblem::new(format!("workload[{i}].{key}"), "invalid_value", msg));
+        let target = w.target.unwrap_or(-1);
+        if target < 0 || target as usize >= nr_workloads || target as usize == i {
+            bad("target", format!("must name another [[workload]] by index (0..{nr_workloads}), got {target}"));
+        }
+        let node = w.node.unwrap_or(-1);
+        if node < 0 || node as usize >= topo.nr_nodes {
+            bad("node", format!("give the destination node (the machine has {} nodes), got {node}", topo.nr_nodes));
+        }
+        let first = w.first_mib.unwrap_or(0);
+        if !(0..1 << 32).contains(&first) || w.size_mib.is_some_and(|s| !(1..1 << 32).contains(&s)) {
+            bad("first_mib", "first_mib >= 0 and size_mib >= 1 (MiB)".into());
+        }
+        let loops = w.loops.unwrap_or(1);
+        if !(1..=1_000_000).contains(&loops) {
+            bad("loops", format!("must be in 1..=1000000, got {loops}"));
+        }
+        let interval_s = w.interval_s.unwrap_or(0.0);
+        let start_s = w.start_s.unwrap_or(0.0);
+        if !((0.0..1e6).contains(&interval_s) && (0.0..1e6).contains(&start_s)) {
+            bad("interval_s", format!("interval_s and start_s must be in [0, 1e6), got {interval_s} and {start_s}"));
+        }
+        (p.len() == start).then(|| MovePagesSpec {
+            kind: w.kind.clone(),
+            target: target as usize,
+            node: node as usize,
+            first_mib: first as u64,
+            size_mib: w.size_mib.map(|s| s as u64),
+            loops: loops as u32,
+            interval_s,
+            start_s,
+        })
+    }
+
+    pub fn build(&self, k: &mut Kernel, index: usize) {
+        let mm = new_mm(k, "move_pages");
+        let npages = self.size_mib.map(|s| s * 256).unwrap_or(u64::MAX / 2);
+        let mut prog = Vec::new();
+        for _ in 0..self.loops {
+            prog.push(Op::MovePages { workload: self.target, vma: 0, first: self.first_mib * 256, npages, to: self.node });
+            prog.push(Op::SleepFor((self.interval_s * 1e9) as u64));
+        }
+        new_task(k, mm, "move_pages", index, prog, None, (self.start_s * 1e9) as u64);
+    }
+}

@@ -34,6 +34,8 @@ pub enum Op {
     SleepFor(u64),
     /// migrate_pages(2) of the first process of workload `workload` from node `from` to `to`.
     MigratePages { workload: usize, from: usize, to: usize },
+    /// move_pages(2) of pages [first, first + npages) of that process's VMA `vma` to node `to`.
+    MovePages { workload: usize, vma: usize, first: u64, npages: u64, to: usize },
     /// Random single accesses drawn from sampler `sampler`: `warmup` untimed accesses, then a
     /// timed phase of `duration_ns` (pmbench's main loop); `overhead_ns` per access.
     RandomAccess { sampler: usize, warmup: u64, duration_ns: u64, overhead_ns: f64 },
@@ -46,6 +48,7 @@ pub enum WorkloadSpec {
     MemoryEater(memhog::MemoryEaterSpec),
     MigratePages(migratepages::MigratePagesSpec),
     Pmbench(pmbench::PmbenchSpec),
+    MovePages(migratepages::MovePagesSpec),
 }
 
 impl WorkloadSpec {
@@ -54,7 +57,7 @@ impl WorkloadSpec {
         match self {
             WorkloadSpec::Autonuma(a) => a.footprint_pages(),
             WorkloadSpec::MemoryEater(m) => m.footprint_pages(),
-            WorkloadSpec::MigratePages(_) => 0,
+            WorkloadSpec::MigratePages(_) | WorkloadSpec::MovePages(_) => 0,
             WorkloadSpec::Pmbench(p) => p.footprint_pages(),
         }
     }
@@ -74,6 +77,7 @@ impl WorkloadSpec {
             WorkloadSpec::Autonuma(a) => a.build(k, index, rng),
             WorkloadSpec::MemoryEater(m) => m.build(k, index),
             WorkloadSpec::MigratePages(m) => m.build(k, index),
+            WorkloadSpec::MovePages(m) => m.build(k, index),
             WorkloadSpec::Pmbench(p) => p.build(k, index, rng),
         }
     }
@@ -87,10 +91,11 @@ pub fn resolve(w: &RawWorkload, i: usize, nr_workloads: usize, topo: &Topology, 
     match w.kind.as_str() {
         "memory_eater" => memhog::MemoryEaterSpec::resolve(w, i, topo, p).map(WorkloadSpec::MemoryEater),
         "migratepages" => migratepages::MigratePagesSpec::resolve(w, i, nr_workloads, topo, p).map(WorkloadSpec::MigratePages),
+        "move_pages" => migratepages::MovePagesSpec::resolve(w, i, nr_workloads, topo, p).map(WorkloadSpec::MovePages),
         "pmbench" => pmbench::PmbenchSpec::resolve(w, i, topo, p).map(WorkloadSpec::Pmbench),
         _ => {
             let mut kinds: Vec<&str> = autonuma::KINDS.to_vec();
-            kinds.extend(["memory_eater", "migratepages", "pmbench"]);
+            kinds.extend(["memory_eater", "migratepages", "move_pages", "pmbench"]);
             p.push(ScenarioProblem::new(
                 format!("workload[{i}].kind"),
                 "invalid_value",
