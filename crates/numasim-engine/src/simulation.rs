@@ -165,7 +165,7 @@ impl Kernel {
         self.drop_mm_from_cpus(mm);
         if let Some(s) = self.mms[mm].sampler.take() {
             // the process is gone: free its distribution and pending events
-            self.samplers[s] = crate::workload::random::AccessSampler::new(mm, usize::MAX, Vec::new(), 0.0, crate::sim::rng::Rng::new(0, 0));
+            self.samplers[s] = crate::workload::random::AccessSampler::new(mm, usize::MAX, Vec::new(), 0.0, 0.0, crate::sim::rng::Rng::new(0, 0));
         }
         let m = &mut self.mms[mm];
         m.node_pages = Default::default();

@@ -36,6 +36,31 @@ impl Kernel {
         self.cost.fault_entry_exit_ns
     }
 
+    /// A second thread faults on a PROT_NONE PTE whose folio the first thread has isolated:
+    /// migrate_misplaced_folio_prepare fails (folio_isolate_lru), so it records TNF_MIGRATE_FAIL
+    /// and maps the page; the first thread's unmap then finds an accessible PTE and must flush.
+    /// Its time is taken from the second thread. Returns 0 (the first thread pays nothing here).
+    // mm/memory.c: do_numa_page (the race described in b99a342d4f11)
+    pub fn racing_numa_fault(&mut self, other: usize, vma: usize, idx: u64, writable: bool) -> f64 {
+        let (mm, cpu) = (self.tasks[other].mm, self.tasks[other].cpu);
+        let nid = self.mms[mm].vmas[vma].pt.node[idx as usize] as usize;
+        let last_cpupid = self.mms[mm].vmas[vma].pt.cpupid[idx as usize];
+        let mut flags = TNF_MIGRATE_FAIL;
+        self.count(VmEvent::Pgfault, 1);
+        self.count(VmEvent::NumaHintFaults, 1);
+        self.events.hint_faults += 1;
+        if nid == self.cpu_node(cpu) {
+            self.count(VmEvent::NumaHintFaultsLocal, 1);
+            flags |= TNF_FAULT_LOCAL;
+        }
+        self.mms[mm].vmas[vma].pt.make_present(idx, writable);
+        let cost = self.cost.fault_entry_exit_ns + self.cost.hint_fault_ns;
+        self.tasks[other].sys_ns += cost;
+        self.tasks[other].sys_debt_ns += cost;
+        self.task_numa_fault(other, last_cpupid, nid, 1, flags);
+        0.0
+    }
+
     /// NUMA hinting fault on a PROT_NONE PTE (v6.11+ shape; spec §2.2, §2.6).
     // mm/memory.c: do_numa_page
     pub fn do_numa_page(&mut self, t: usize, vma: usize, idx: u64) -> f64 {
@@ -72,6 +97,12 @@ impl Kernel {
             if !self.migrate_misplaced_folio_prepare(target, 1) {
                 flags |= TNF_MIGRATE_FAIL;
             } else {
+                if delay_map {
+                    let window = self.cost.migrate_page_ns + self.cost.page_copy_ns(this_node, nid, target);
+                    if let Some(other) = self.concurrent_fault_race(t, vma, idx, window) {
+                        sys += self.racing_numa_fault(other, vma, idx, writable && preserve);
+                    }
+                }
                 let (migrated, cost) = self.migrate_misplaced_folio(t, vma, idx, target);
                 sys += cost;
                 if migrated {

@@ -163,7 +163,7 @@ impl PmbenchSpec {
             let mm = new_mm(k, "pmbench");
             let vma = k.mms[mm].mmap_anon(self.map_mib * 256, VM_READ | VM_WRITE);
             let write_share = (100 - self.read_ratio) as f64 / 100.0;
-            k.samplers.push(AccessSampler::new(mm, vma, weights.clone(), write_share, Rng::new(rng.next_u64(), 0)));
+            k.samplers.push(AccessSampler::new(mm, vma, weights.clone(), write_share, self.overhead_ns, Rng::new(rng.next_u64(), 0)));
             let sampler = k.samplers.len() - 1;
             k.mms[mm].sampler = Some(sampler);
             let main = new_task(k, mm, "pmbench", index, vec![Op::Spawn, Op::Join], None, (self.start_s * 1e9) as u64);

@@ -62,6 +62,8 @@ pub struct AccessSampler {
     pub weight: Vec<f64>,
     /// Share of accesses that are writes.
     pub write_share: f64,
+    /// Per-access cost besides the memory access, ns (for the process's access rate).
+    pub overhead_ns: f64,
     /// Probability mass of the populated pages on each node.
     pub mass: [f64; MAX_NODES],
     /// Accesses made by all threads of the process so far.
@@ -77,13 +79,14 @@ pub struct AccessSampler {
 }
 
 impl AccessSampler {
-    pub fn new(mm: usize, vma: usize, weight: Vec<f64>, write_share: f64, rng: Rng) -> Self {
+    pub fn new(mm: usize, vma: usize, weight: Vec<f64>, write_share: f64, overhead_ns: f64, rng: Rng) -> Self {
         let n = weight.len();
         let mut s = AccessSampler {
             mm,
             vma,
             weight,
             write_share,
+            overhead_ns,
             mass: [0.0; MAX_NODES],
             counter: 0.0,
             initial: Vec::with_capacity(n),
@@ -140,6 +143,10 @@ impl AccessSampler {
             }
             self.heap.pop();
         }
+    }
+
+    fn rng_next(&mut self) -> u64 {
+        self.rng.next_u64()
     }
 
     /// Accesses left before the next pending event (f64::INFINITY if none).
@@ -206,6 +213,25 @@ impl Kernel {
         }
     }
 
+    /// Does another thread of the process touch page `idx` while the faulting task `t` has it
+    /// isolated for `window_ns`? Returns that thread. (v5.13 changelog: the second thread takes
+    /// the hint fault too, fails folio_isolate_lru and maps the page.)
+    pub fn concurrent_fault_race(&mut self, t: usize, vma: usize, idx: u64, window_ns: f64) -> Option<usize> {
+        let mm = self.tasks[t].mm;
+        let s = self.sampler_of(mm, vma)?;
+        let p = self.samplers[s].weight.get(idx as usize).copied().unwrap_or(0.0);
+        let others: Vec<usize> = (0..self.cpus.len()).filter_map(|c| self.cpus[c].curr()).filter(|&o| o != t && self.tasks[o].mm == mm).collect();
+        if p <= 0.0 || others.is_empty() {
+            return None;
+        }
+        // accesses the other running threads make during the window
+        let n: f64 = others.iter().map(|&o| window_ns / (self.mean_access_ns(s, self.task_node(o)) + self.samplers[s].overhead_ns)).sum();
+        let hit = -libm::expm1(n * libm::log1p(-p.min(1.0 - 1e-12)));
+        let smp = &mut self.samplers[s];
+        let u = (smp.rng_next() >> 11) as f64 / (1u64 << 53) as f64;
+        (u < hit).then(|| others[(smp.rng_next() % others.len() as u64) as usize])
+    }
+
     /// Mean ns per access for a task on `node` over the populated pages.
     fn mean_access_ns(&self, s: usize, node: usize) -> f64 {
         let smp = &self.samplers[s];
@@ -263,5 +289,49 @@ impl Kernel {
             0.0
         };
         self.charge_sys(t, cost, b);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::scenario::parse_scenario;
+    use crate::simulation::Simulation;
+    use crate::testutil::{pin, place_page};
+    use crate::vmstat::VmEvent::*;
+
+    fn hot_page_kernel(features: &str) -> crate::kernel::Kernel {
+        // a 1 MiB set whose middle page (128) takes almost every access
+        let text = format!(
+            "[machine]\nprofile = \"intel-2s-128g\"\ncpus_per_node = 2\nsmt = 1\n[kernel.features]\n{features}\n\
+             [[workload]]\nkind = \"pmbench\"\nthreads = 4\nset_mib = 1\nmap_mib = 1\npattern = \"normal\"\nshape = 0.01\nduration_s = 10.0\n"
+        );
+        let mut sim = Simulation::new(&parse_scenario(&text).unwrap()).unwrap();
+        while sim.k.tasks.iter().filter(|t| t.runnable() && t.parent.is_some()).count() < 4 {
+            sim.step().unwrap();
+        }
+        for cpu in 0..sim.k.cpus.len() {
+            let next = sim.k.cpus[cpu].curr().map(|t| sim.k.tasks[t].mm);
+            sim.k.switch_mm(cpu, next);
+        }
+        sim.k
+    }
+
+    /// mm/memory.c: do_numa_page (b99a342d4f11's race) — with the PTE left PROT_NONE during the
+    /// migration, a second thread hitting the page faults too, fails folio_isolate_lru
+    /// (TNF_MIGRATE_FAIL) and maps it; the first thread's unmap then flushes an accessible PTE.
+    #[test]
+    fn second_thread_faulting_on_an_isolated_page_maps_it() {
+        let mut k = hot_page_kernel("numa-delay-map = true");
+        let t = k.tasks.iter().position(|x| x.parent.is_some()).unwrap();
+        pin(&mut k, t, 2);
+        place_page(&mut k, 128, 0);
+        k.mms[0].vmas[0].pt.make_protnone(128);
+        let before = (k.vmstat.get(NumaHintFaults), k.vmstat.get(NrTlbRemoteFlush));
+        k.do_numa_page(t, 0, 128);
+        assert_eq!(k.vmstat.get(NumaHintFaults) - before.0, 2, "both threads took the hint fault");
+        assert_eq!(k.mms[0].vmas[0].pt.node[128], 1, "the first thread's migration still completes");
+        assert_eq!(k.vmstat.get(NrTlbRemoteFlush) - before.1, 1, "the now accessible PTE needs a flush");
+        let failed: u64 = k.tasks.iter().map(|x| x.numa.faults_locality[2]).sum();
+        assert_eq!(failed, 1, "the second thread recorded TNF_MIGRATE_FAIL");
     }
 }
