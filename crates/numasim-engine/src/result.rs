@@ -39,6 +39,8 @@ pub struct ProcessResult {
     /// Accesses of timed random-access loops (pmbench), and their sum of per-thread rates.
     pub accesses: f64,
     pub throughput_aps: f64,
+    /// Time the process's threads waited on migration entries, s.
+    pub migration_wait_s: f64,
 }
 
 #[derive(Debug, Clone)]
@@ -83,6 +85,7 @@ impl RunResult {
                     accesses: ts.iter().map(|t| t.accesses).sum(),
                     // LKP's throughput.aps: sum over threads of accesses / their timed loop
                     throughput_aps: ts.iter().filter(|t| t.access_ns > 0.0).map(|t| t.accesses / (t.access_ns / 1e9)).sum(),
+                    migration_wait_s: ts.iter().map(|t| t.migration_wait_ns).sum::<f64>() / 1e9,
                 }
             })
             .collect::<Vec<_>>();
@@ -128,7 +131,8 @@ impl RunResult {
             .iter()
             .map(|p| json!({"pid": p.pid, "comm": p.comm, "workload": p.workload, "threads": p.threads,
                             "elapsed_s": p.elapsed_s, "user_s": p.user_s, "system_s": p.system_s,
-                            "accesses": p.accesses, "throughput_aps": p.throughput_aps}))
+                            "accesses": p.accesses, "throughput_aps": p.throughput_aps,
+                            "migration_wait_s": p.migration_wait_s}))
             .collect();
         json!({
             "numasim_version": env!("CARGO_PKG_VERSION"),

@@ -78,6 +78,10 @@ pub struct Task {
     pub sys_ns: f64,
     /// System time already accounted but not yet taken from the CPU (IPIs, overrun of a tick).
     pub sys_debt_ns: f64,
+    /// Time the task will spend waiting (e.g. on a migration entry): off the CPU, not system time.
+    pub wait_debt_ns: f64,
+    /// Total time spent in migration_entry_wait.
+    pub migration_wait_ns: f64,
     pub start_ns: u64,
     pub exit_ns: u64,
     pub numa: TaskNuma,

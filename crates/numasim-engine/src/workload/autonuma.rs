@@ -238,6 +238,8 @@ pub(crate) fn new_task(k: &mut Kernel, mm: usize, comm: &str, workload: usize, p
         user_ns: 0.0,
         sys_ns: 0.0,
         sys_debt_ns: 0.0,
+        wait_debt_ns: 0.0,
+        migration_wait_ns: 0.0,
         start_ns,
         exit_ns: 0,
         numa: TaskNuma::default(),

@@ -61,6 +61,13 @@ impl Kernel {
             b -= pay;
             self.tasks[t].sys_debt_ns -= pay;
         }
+        let wait = self.tasks[t].wait_debt_ns;
+        if wait > 0.0 {
+            // sleeping, e.g. in migration_entry_wait: the tick passes without work
+            let pay = wait.min(b);
+            b -= pay;
+            self.tasks[t].wait_debt_ns -= pay;
+        }
         if self.tasks[t].numa.work_pending && b > 0.0 {
             // task_work on return to user space
             self.tasks[t].numa.work_pending = false;
@@ -181,6 +188,8 @@ impl Kernel {
             self.tasks[t].syscall = Some((pages, end));
             let out = self.migrate_pages(&chunk, to, cpu, MigrateMode::Sync);
             self.charge_sys(t, out.cost, b);
+            let batched = self.feature(crate::features::Feature::MigrateBatchFlush);
+            self.migration_entry_stalls(&chunk, out.cost, batched);
         }
         let finished = self.tasks[t].syscall.as_ref().is_some_and(|(p, d)| *d >= p.len());
         if finished {
