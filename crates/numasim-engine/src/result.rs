@@ -41,6 +41,8 @@ pub struct ProcessResult {
     pub throughput_aps: f64,
     /// Time the process's threads waited on migration entries, s.
     pub migration_wait_s: f64,
+    /// Timed-loop access latencies: count per power-of-two bucket of ns (empty if none).
+    pub latency_hist: Vec<f64>,
 }
 
 #[derive(Debug, Clone)]
@@ -59,6 +61,24 @@ pub struct RunResult {
     pub nr_cpus: usize,
     pub nr_nodes: usize,
     pub events: (u64, u64, u64),
+}
+
+/// The histogram kept by a process's sampler, also after the process exited.
+fn sampler_hist(k: &Kernel, mm: usize) -> Option<Vec<f64>> {
+    k.samplers.iter().find(|s| s.mm == mm).map(|s| s.latency_hist.to_vec())
+}
+
+/// {"bucket_ns": [lower bounds], "count": [...]} over the non-empty range of buckets.
+fn latency_json(h: &[f64]) -> Value {
+    let first = h.iter().position(|&c| c > 0.0);
+    let last = h.iter().rposition(|&c| c > 0.0);
+    match (first, last) {
+        (Some(a), Some(b)) => json!({
+            "bucket_ns": (a..=b).map(|i| 1u64 << i).collect::<Vec<_>>(),
+            "count": h[a..=b].iter().map(|c| c.round() as u64).collect::<Vec<_>>(),
+        }),
+        _ => json!({"bucket_ns": [], "count": []}),
+    }
 }
 
 impl RunResult {
@@ -86,6 +106,7 @@ impl RunResult {
                     // LKP's throughput.aps: sum over threads of accesses / their timed loop
                     throughput_aps: ts.iter().filter(|t| t.access_ns > 0.0).map(|t| t.accesses / (t.access_ns / 1e9)).sum(),
                     migration_wait_s: ts.iter().map(|t| t.migration_wait_ns).sum::<f64>() / 1e9,
+                    latency_hist: m.sampler.map(|s| k.samplers[s].latency_hist.to_vec()).or_else(|| sampler_hist(k, i)).unwrap_or_default(),
                 }
             })
             .collect::<Vec<_>>();
@@ -132,7 +153,8 @@ impl RunResult {
             .map(|p| json!({"pid": p.pid, "comm": p.comm, "workload": p.workload, "threads": p.threads,
                             "elapsed_s": p.elapsed_s, "user_s": p.user_s, "system_s": p.system_s,
                             "accesses": p.accesses, "throughput_aps": p.throughput_aps,
-                            "migration_wait_s": p.migration_wait_s}))
+                            "migration_wait_s": p.migration_wait_s,
+                            "latency_hist": latency_json(&p.latency_hist)}))
             .collect();
         json!({
             "numasim_version": env!("CARGO_PKG_VERSION"),

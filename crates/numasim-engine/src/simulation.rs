@@ -164,8 +164,10 @@ impl Kernel {
         }
         self.drop_mm_from_cpus(mm);
         if let Some(s) = self.mms[mm].sampler.take() {
-            // the process is gone: free its distribution and pending events
+            // the process is gone: free its distribution and pending events, keep its histogram
+            let hist = self.samplers[s].latency_hist;
             self.samplers[s] = crate::workload::random::AccessSampler::new(mm, usize::MAX, Vec::new(), 0.0, 0.0, crate::sim::rng::Rng::new(0, 0));
+            self.samplers[s].latency_hist = hist;
         }
         let m = &mut self.mms[mm];
         m.node_pages = Default::default();

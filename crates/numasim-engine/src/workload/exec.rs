@@ -206,7 +206,7 @@ impl Kernel {
         if self.tasks[t].sweep.pass == 0 {
             let left = warmup as f64 - self.tasks[t].sweep.pos;
             if left > 0.0 {
-                let d = self.random_access(t, s, left, overhead_ns, b);
+                let d = self.random_access(t, s, left, overhead_ns, false, b);
                 self.tasks[t].sweep.pos += d;
                 if d < left {
                     return false;
@@ -221,7 +221,7 @@ impl Kernel {
         if at < end && *b > 0.0 && self.oom.is_none() {
             let slice = (end - at).min(*b);
             let mut bb = slice;
-            let d = self.random_access(t, s, f64::INFINITY, overhead_ns, &mut bb);
+            let d = self.random_access(t, s, f64::INFINITY, overhead_ns, true, &mut bb);
             *b -= slice - bb;
             self.tasks[t].accesses += d;
         }

@@ -16,6 +16,18 @@ use std::collections::{BTreeMap, BinaryHeap};
 /// An event: (threshold, page, generation, write-only).
 type Event = (u64, u64, u8, bool);
 
+/// Power-of-two latency buckets, 1 ns .. 2^40 ns (pmbench's histogram, coarser).
+pub const LATENCY_BUCKETS: usize = 41;
+
+/// Bucket of a latency in ns.
+pub fn latency_bucket(ns: f64) -> usize {
+    if ns < 2.0 {
+        0
+    } else {
+        (libm::log2(ns) as usize).min(LATENCY_BUCKETS - 1)
+    }
+}
+
 /// log2 of a calendar bucket's width, in accesses.
 const BUCKET_SHIFT: u32 = 16;
 
@@ -68,6 +80,8 @@ pub struct AccessSampler {
     pub mass: [f64; MAX_NODES],
     /// Accesses made by all threads of the process so far.
     pub counter: f64,
+    /// Timed-loop accesses by latency: bucket b holds latencies in [2^b, 2^(b+1)) ns.
+    pub latency_hist: [f64; LATENCY_BUCKETS],
     /// First-touch events, drawn at the start and sorted: (threshold, page), generation 1.
     initial: Vec<(u64, u64)>,
     cursor: usize,
@@ -89,6 +103,7 @@ impl AccessSampler {
             overhead_ns,
             mass: [0.0; MAX_NODES],
             counter: 0.0,
+            latency_hist: [0.0; LATENCY_BUCKETS],
             initial: Vec::with_capacity(n),
             cursor: 0,
             heap: Calendar::default(),
@@ -273,30 +288,53 @@ impl Kernel {
     }
 
     /// Run `accesses` more accesses of task `t` (or until the budget ends); returns how many ran.
-    pub fn random_access(&mut self, t: usize, s: usize, accesses: f64, overhead_ns: f64, b: &mut f64) -> f64 {
+    /// `timed`: the accesses belong to the timed loop and enter the latency histogram.
+    pub fn random_access(&mut self, t: usize, s: usize, accesses: f64, overhead_ns: f64, timed: bool, b: &mut f64) -> f64 {
         let mut done = 0.0;
         while *b > 0.0 && done < accesses && self.oom.is_none() {
-            let cost = self.mean_access_ns(s, self.task_node(t)) + overhead_ns;
+            let node = self.task_node(t);
+            let cost = self.mean_access_ns(s, node) + overhead_ns;
             let until = self.samplers[s].until_next();
             let can = (*b / cost).min(accesses - done);
+            let n = if until <= can { until } else { can };
+            self.samplers[s].counter += n;
+            done += n;
+            self.tasks[t].user_ns += n * cost;
+            if timed {
+                self.record_latencies(s, node, n);
+            }
             if until <= can {
-                self.samplers[s].counter += until;
-                done += until;
-                *b -= until * cost;
-                self.tasks[t].user_ns += until * cost;
+                *b -= n * cost;
                 if let Some((k, write_only)) = self.samplers[s].pop() {
+                    let (before, debt) = (*b, self.tasks[t].sys_debt_ns);
                     self.access_fault(t, s, k, write_only, b);
+                    if timed {
+                        // the faulting access takes the fault's time on top of the access
+                        let fault = (before - *b) + (self.tasks[t].sys_debt_ns - debt);
+                        self.samplers[s].latency_hist[latency_bucket(fault + self.cost.latency_ns[node][node])] += 1.0;
+                    }
                 }
             } else {
                 // no event before the budget or the requested accesses run out
                 let phase_ends = can >= accesses - done;
-                self.samplers[s].counter += can;
-                done += can;
-                self.tasks[t].user_ns += can * cost;
-                *b = if phase_ends { (*b - can * cost).max(0.0) } else { 0.0 };
+                *b = if phase_ends { (*b - n * cost).max(0.0) } else { 0.0 };
             }
         }
         done
+    }
+
+    /// `n` ordinary accesses from `node`, split over the memory nodes by probability mass.
+    fn record_latencies(&mut self, s: usize, node: usize, n: f64) {
+        let smp = &mut self.samplers[s];
+        let total: f64 = smp.mass.iter().sum();
+        if total <= 0.0 || n <= 0.0 {
+            return;
+        }
+        for m in 0..self.topo.nr_nodes {
+            if smp.mass[m] > 0.0 {
+                smp.latency_hist[latency_bucket(self.cost.latency_ns[node][m])] += n * smp.mass[m] / total;
+            }
+        }
     }
 
     /// The first access to page `k` since it needed a fault.
@@ -344,6 +382,20 @@ mod tests {
             sim.k.switch_mm(cpu, next);
         }
         sim.k
+    }
+
+    /// pmbench's histogram: ordinary accesses land in the buckets of their node's latency, in
+    /// proportion to the probability mass on each node; the timed loop only.
+    #[test]
+    fn latency_histogram_follows_page_placement() {
+        assert_eq!((super::latency_bucket(90.0), super::latency_bucket(145.0), super::latency_bucket(1.0)), (6, 7, 0));
+        let mut k = hot_page_kernel("");
+        let s = 0;
+        k.samplers[s].mass = [0.75, 0.25, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0];
+        k.samplers[s].latency_hist = [0.0; super::LATENCY_BUCKETS];
+        k.record_latencies(s, 0, 1000.0); // node 0: 90 ns local, 145 ns remote
+        let h = k.samplers[s].latency_hist;
+        assert_eq!((h[6], h[7]), (750.0, 250.0));
     }
 
     /// mm/migrate.c: migration_entry_wait — pages unmapped together for a whole batch stall
