@@ -36,6 +36,21 @@ impl Kernel {
         self.cost.fault_entry_exit_ns
     }
 
+    /// Count one NUMA hinting fault on a page of node `nid` taken on `cpu`; TNF_FAULT_LOCAL if
+    /// the page is on the CPU's node.
+    // mm/memory.c: numa_migrate_check (NUMA_HINT_FAULTS, NUMA_HINT_FAULTS_LOCAL)
+    fn count_hint_fault(&mut self, nid: usize, cpu: usize) -> u32 {
+        self.count(VmEvent::Pgfault, 1);
+        self.count(VmEvent::NumaHintFaults, 1);
+        self.events.hint_faults += 1;
+        if nid == self.cpu_node(cpu) {
+            self.count(VmEvent::NumaHintFaultsLocal, 1);
+            TNF_FAULT_LOCAL
+        } else {
+            0
+        }
+    }
+
     /// A second thread faults on a PROT_NONE PTE whose folio the first thread has isolated:
     /// migrate_misplaced_folio_prepare fails (folio_isolate_lru), so it records TNF_MIGRATE_FAIL
     /// and maps the page; the first thread's unmap then finds an accessible PTE and must flush.
@@ -45,14 +60,8 @@ impl Kernel {
         let (mm, cpu) = (self.tasks[other].mm, self.tasks[other].cpu);
         let nid = self.mms[mm].vmas[vma].pt.node[idx as usize] as usize;
         let last_cpupid = self.mms[mm].vmas[vma].pt.cpupid[idx as usize];
-        let mut flags = TNF_MIGRATE_FAIL;
-        self.count(VmEvent::Pgfault, 1);
-        self.count(VmEvent::NumaHintFaults, 1);
-        self.events.hint_faults += 1;
-        if nid == self.cpu_node(cpu) {
-            self.count(VmEvent::NumaHintFaultsLocal, 1);
-            flags |= TNF_FAULT_LOCAL;
-        }
+        self.vma_set_access_pid_bit(mm, vma, self.tasks[other].pid);
+        let flags = TNF_MIGRATE_FAIL | self.count_hint_fault(nid, cpu);
         self.mms[mm].vmas[vma].pt.make_present(idx, writable);
         let cost = self.cost.fault_entry_exit_ns + self.cost.hint_fault_ns;
         self.tasks[other].sys_ns += cost;
@@ -67,8 +76,6 @@ impl Kernel {
         let (mm, cpu) = (self.tasks[t].mm, self.tasks[t].cpu);
         let this_node = self.cpu_node(cpu);
         let mut sys = self.cost.fault_entry_exit_ns + self.cost.hint_fault_ns;
-        self.count(VmEvent::Pgfault, 1);
-        self.events.hint_faults += 1;
         // can_change_pte_writable: private writable VMA, exclusive anonymous page
         let writable = self.mms[mm].vmas[vma].flags & VM_WRITE != 0;
         let preserve = self.feature(Feature::NumaPreserveWrite);
@@ -81,11 +88,7 @@ impl Kernel {
         let last_cpupid = self.mms[mm].vmas[vma].pt.cpupid[idx as usize];
         let pid = self.tasks[t].pid;
         self.vma_set_access_pid_bit(mm, vma, pid);
-        self.count(VmEvent::NumaHintFaults, 1);
-        if nid == this_node {
-            self.count(VmEvent::NumaHintFaultsLocal, 1);
-            flags |= TNF_FAULT_LOCAL;
-        }
+        flags |= self.count_hint_fault(nid, cpu);
         let target = self.mpol_misplaced(t, vma, idx, nid);
         let delay_map = self.feature(Feature::NumaDelayMap);
         if !delay_map {

@@ -27,10 +27,7 @@ impl MigratePagesSpec {
         super::reject_keys(w, i, &["target", "from", "to", "loops", "interval_s", "start_s"], p);
         let start = p.len();
         let mut bad = |key: &str, msg: String| p.push(ScenarioProblem::new(format!("workload[{i}].{key}"), "invalid_value", msg));
-        let target = w.target.unwrap_or(-1);
-        if target < 0 || target as usize >= nr_workloads || target as usize == i {
-            bad("target", format!("must name another [[workload]] by index (0..{nr_workloads}), got {target}"));
-        }
+        let target = check_target(w, i, nr_workloads, &mut bad);
         let (from, to) = (w.from.unwrap_or(0), w.to.unwrap_or(1));
         for (key, n) in [("from", from), ("to", to)] {
             if n < 0 || n as usize >= topo.nr_nodes {
@@ -40,21 +37,13 @@ impl MigratePagesSpec {
         if from == to {
             bad("to", "must differ from `from`".into());
         }
-        let loops = w.loops.unwrap_or(1);
-        if !(1..=1_000_000).contains(&loops) {
-            bad("loops", format!("must be in 1..=1000000, got {loops}"));
-        }
-        let interval_s = w.interval_s.unwrap_or(0.0);
-        let start_s = w.start_s.unwrap_or(0.0);
-        if !((0.0..1e6).contains(&interval_s) && (0.0..1e6).contains(&start_s)) {
-            bad("interval_s", format!("interval_s and start_s must be in [0, 1e6), got {interval_s} and {start_s}"));
-        }
+        let (loops, interval_s, start_s) = check_loops(w, &mut bad);
         (p.len() == start).then(|| MigratePagesSpec {
             kind: w.kind.clone(),
-            target: target as usize,
+            target,
             from: from as usize,
             to: to as usize,
-            loops: loops as u32,
+            loops,
             interval_s,
             start_s,
         })
@@ -94,10 +83,7 @@ impl MovePagesSpec {
         super::reject_keys(w, i, &["target", "node", "first_mib", "size_mib", "loops", "interval_s", "start_s"], p);
         let start = p.len();
         let mut bad = |key: &str, msg: String| p.push(ScenarioProblem::new(format!("workload[{i}].{key}"), "invalid_value", msg));
-        let target = w.target.unwrap_or(-1);
-        if target < 0 || target as usize >= nr_workloads || target as usize == i {
-            bad("target", format!("must name another [[workload]] by index (0..{nr_workloads}), got {target}"));
-        }
+        let target = check_target(w, i, nr_workloads, &mut bad);
         let node = w.node.unwrap_or(-1);
         if node < 0 || node as usize >= topo.nr_nodes {
             bad("node", format!("give the destination node (the machine has {} nodes), got {node}", topo.nr_nodes));
@@ -106,22 +92,14 @@ impl MovePagesSpec {
         if !(0..1 << 32).contains(&first) || w.size_mib.is_some_and(|s| !(1..1 << 32).contains(&s)) {
             bad("first_mib", "first_mib >= 0 and size_mib >= 1 (MiB)".into());
         }
-        let loops = w.loops.unwrap_or(1);
-        if !(1..=1_000_000).contains(&loops) {
-            bad("loops", format!("must be in 1..=1000000, got {loops}"));
-        }
-        let interval_s = w.interval_s.unwrap_or(0.0);
-        let start_s = w.start_s.unwrap_or(0.0);
-        if !((0.0..1e6).contains(&interval_s) && (0.0..1e6).contains(&start_s)) {
-            bad("interval_s", format!("interval_s and start_s must be in [0, 1e6), got {interval_s} and {start_s}"));
-        }
+        let (loops, interval_s, start_s) = check_loops(w, &mut bad);
         (p.len() == start).then(|| MovePagesSpec {
             kind: w.kind.clone(),
-            target: target as usize,
+            target,
             node: node as usize,
             first_mib: first as u64,
             size_mib: w.size_mib.map(|s| s as u64),
-            loops: loops as u32,
+            loops,
             interval_s,
             start_s,
         })
@@ -137,4 +115,27 @@ impl MovePagesSpec {
         }
         new_task(k, mm, "move_pages", index, prog, None, (self.start_s * 1e9) as u64);
     }
+}
+
+/// `target`: another workload, by index.
+fn check_target(w: &RawWorkload, i: usize, nr_workloads: usize, bad: &mut impl FnMut(&str, String)) -> usize {
+    let target = w.target.unwrap_or(-1);
+    if target < 0 || target as usize >= nr_workloads || target as usize == i {
+        bad("target", format!("must name another [[workload]] by index (0..{nr_workloads}), got {target}"));
+    }
+    target.max(0) as usize
+}
+
+/// `loops`, `interval_s`, `start_s` of a system-call loop.
+fn check_loops(w: &RawWorkload, bad: &mut impl FnMut(&str, String)) -> (u32, f64, f64) {
+    let loops = w.loops.unwrap_or(1);
+    if !(1..=1_000_000).contains(&loops) {
+        bad("loops", format!("must be in 1..=1000000, got {loops}"));
+    }
+    let interval_s = w.interval_s.unwrap_or(0.0);
+    let start_s = w.start_s.unwrap_or(0.0);
+    if !((0.0..1e6).contains(&interval_s) && (0.0..1e6).contains(&start_s)) {
+        bad("interval_s", format!("interval_s and start_s must be in [0, 1e6), got {interval_s} and {start_s}"));
+    }
+    (loops.clamp(1, 1_000_000) as u32, interval_s, start_s)
 }
