@@ -155,6 +155,7 @@ fn random_scenarios_never_panic() {
     assert!(ran >= 20 && refused >= 5, "ran {ran}, refused {refused}");
 }
 
+
 fn cost_table(n: usize) -> String {
     let m = |l: f64, r: f64| format!("[{}]", (0..n).map(|a| format!("[{}]", (0..n).map(|b| if a == b { l } else { r }.to_string()).collect::<Vec<_>>().join(", "))).collect::<Vec<_>>().join(", "));
     let v = |x: f64| format!("[{}]", vec![x.to_string(); n].join(", "));
@@ -276,4 +277,68 @@ fn move_pages_moves_the_requested_range() {
     let on1: u64 = r.samples.memory.iter().filter(|m| m.0 == last && m.1 == pid && m.2 == 1).map(|m| m.3).sum();
     assert_eq!(on1, 64 * 256);
     assert_eq!(r.counter("nr_tlb_remote_flush"), 32, "one batched flush per 512 pages");
+}
+
+/// Random mixes of pmbench, memory eaters and migration loops on small machines: a result or a
+/// clean error, never a panic, and the counters stay consistent.
+#[test]
+fn random_syscall_and_pmbench_mixes_never_panic() {
+    let mut x: u64 = 0x9e37_79b9;
+    let mut next = |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    };
+    let patterns = ["uniform", "normal", "normal_ih", "pareto", "normal", "uniform", "pareto", "linear", "zipf"];
+    let (mut ran, mut refused) = (0, 0);
+    for _ in 0..160 {
+        let nodes = 1 + next(3) as usize;
+        let table = cost_table(nodes);
+        let (distances, cost) = table.split_once("[machine.cost]").unwrap();
+        let mut text = format!(
+            "seed = {}\n[machine]\nnodes = {nodes}\ncpus_per_node = {}\nsmt = 1\nmemory_gib_per_node = {}\n{distances}[machine.cost]{cost}\n\
+             [kernel]\nnuma_balancing = {}\n[kernel.features]\nmigrate-batch-flush = {}\nnuma-delay-map = {}\n[run]\nmax_sim_s = 8\n",
+            next(100),
+            1 + next(4),
+            [0.25, 0.5, 1.0][next(3) as usize],
+            next(2) == 1,
+            next(2) == 1,
+            next(2) == 1,
+        );
+        text += &format!(
+            "[[workload]]\nkind = \"pmbench\"\nprocesses = {}\nthreads = {}\nset_mib = {}\npattern = \"{}\"\nshape = {}\nnodes = [{}]\nduration_s = {}\nstart_s = {}\n",
+            1 + next(2),
+            1 + next(4),
+            1 + next(200),
+            patterns[next(patterns.len() as u64) as usize],
+            [0.5, 1.161, 100.0, 5000.0][next(4) as usize],
+            (next(4 * nodes as u64 + 1) / 4),
+            [0.5, 2.0, 1.0, 0.5, 0.0][next(5) as usize],
+            next(2),
+        );
+        match next(4) {
+            0 => text += &format!("[[workload]]\nkind = \"memory_eater\"\nsize_gib = {}\nnode = {}\nfree_at_s = {}\n", [0.05, 0.2, 5.0][next(3) as usize], next(nodes as u64), 1 + next(4)),
+            1 => text += &format!("[[workload]]\nkind = \"migratepages\"\ntarget = {}\nfrom = {}\nto = {}\nloops = {}\n", next(5) / 4, next(nodes as u64), next(nodes as u64), 1 + next(3)),
+            2 => text += &format!("[[workload]]\nkind = \"move_pages\"\ntarget = {}\nnode = {}\nsize_mib = {}\n", next(5) / 4, next(nodes as u64 + 1), 1 + next(64)),
+            _ => {}
+        }
+        match parse_scenario(&text) {
+            Err(numasim_engine::Error::Scenario(p)) => {
+                assert!(!p.is_empty());
+                refused += 1;
+            }
+            Err(e) => panic!("unexpected error kind: {e}"),
+            Ok(s) => match run(&s) {
+                Ok(r) => {
+                    assert!(r.counter("numa_hint_faults_local") <= r.counter("numa_hint_faults"));
+                    assert!(r.counter("numa_pages_migrated") <= r.counter("pgmigrate_success"));
+                    ran += 1;
+                }
+                Err(numasim_engine::Error::OutOfMemory { .. }) => {}
+                Err(e) => panic!("{text}\n-> {e}"),
+            },
+        }
+    }
+    assert!(ran >= 30 && refused >= 10, "ran {ran}, refused {refused}");
 }
