@@ -175,8 +175,8 @@ impl AccessSampler {
         }
     }
 
+    /// Take the earliest event; call right after `until_next`, which dropped stale fronts.
     fn pop(&mut self) -> Option<(u64, bool)> {
-        self.skip_stale();
         let a = self.initial.get(self.cursor).copied();
         let b = self.heap.peek();
         match (a, b) {
