@@ -111,12 +111,7 @@ fn numa01_with_balancing_keeps_counters_consistent() {
 #[test]
 fn random_scenarios_never_panic() {
     let mut x: u64 = 0x1234_5678;
-    let mut next = |n: u64| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x % n
-    };
+    let mut next = |n: u64| xorshift(&mut x) % n;
     let kinds = numasim_engine::workload::autonuma::KINDS;
     let (mut ran, mut refused) = (0, 0);
     for _ in 0..60 {
@@ -136,20 +131,10 @@ fn random_scenarios_never_panic() {
             1 + next(12),
         );
         let full = text.replace("[kernel]\n", &format!("{}\n[kernel]\n", cost_table(nodes as usize)));
-        match parse_scenario(&full) {
-            Err(numasim_engine::Error::Scenario(p)) => {
-                assert!(!p.is_empty());
-                refused += 1;
-            }
-            Err(e) => panic!("unexpected error kind: {e}"),
-            Ok(s) => match run(&s) {
-                Ok(r) => {
-                    assert!(r.counter("numa_hint_faults_local") <= r.counter("numa_hint_faults"));
-                    ran += 1;
-                }
-                Err(numasim_engine::Error::OutOfMemory { .. }) => {}
-                Err(e) => panic!("{full}\n-> {e}"),
-            },
+        match run_or_refuse(&full) {
+            Some(true) => ran += 1,
+            Some(false) => refused += 1,
+            None => {}
         }
     }
     assert!(ran >= 20 && refused >= 5, "ran {ran}, refused {refused}");
@@ -284,12 +269,7 @@ fn move_pages_moves_the_requested_range() {
 #[test]
 fn random_syscall_and_pmbench_mixes_never_panic() {
     let mut x: u64 = 0x9e37_79b9;
-    let mut next = |n: u64| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x % n
-    };
+    let mut next = |n: u64| xorshift(&mut x) % n;
     let patterns = ["uniform", "normal", "normal_ih", "pareto", "normal", "uniform", "pareto", "linear", "zipf"];
     let (mut ran, mut refused) = (0, 0);
     for _ in 0..160 {
@@ -323,22 +303,39 @@ fn random_syscall_and_pmbench_mixes_never_panic() {
             2 => text += &format!("[[workload]]\nkind = \"move_pages\"\ntarget = {}\nnode = {}\nsize_mib = {}\n", next(5) / 4, next(nodes as u64 + 1), 1 + next(64)),
             _ => {}
         }
-        match parse_scenario(&text) {
-            Err(numasim_engine::Error::Scenario(p)) => {
-                assert!(!p.is_empty());
-                refused += 1;
-            }
-            Err(e) => panic!("unexpected error kind: {e}"),
-            Ok(s) => match run(&s) {
-                Ok(r) => {
-                    assert!(r.counter("numa_hint_faults_local") <= r.counter("numa_hint_faults"));
-                    assert!(r.counter("numa_pages_migrated") <= r.counter("pgmigrate_success"));
-                    ran += 1;
-                }
-                Err(numasim_engine::Error::OutOfMemory { .. }) => {}
-                Err(e) => panic!("{text}\n-> {e}"),
-            },
+        match run_or_refuse(&text) {
+            Some(true) => ran += 1,
+            Some(false) => refused += 1,
+            None => {}
         }
     }
     assert!(ran >= 30 && refused >= 10, "ran {ran}, refused {refused}");
+}
+
+fn xorshift(x: &mut u64) -> u64 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    *x
+}
+
+/// Some(true): ran with consistent counters; Some(false): refused with problems; None: a
+/// simulated out-of-memory. Anything else (another error, a panic) fails the test.
+fn run_or_refuse(text: &str) -> Option<bool> {
+    match parse_scenario(text) {
+        Err(numasim_engine::Error::Scenario(p)) => {
+            assert!(!p.is_empty());
+            Some(false)
+        }
+        Err(e) => panic!("unexpected error kind: {e}"),
+        Ok(s) => match run(&s) {
+            Ok(r) => {
+                assert!(r.counter("numa_hint_faults_local") <= r.counter("numa_hint_faults"));
+                assert!(r.counter("numa_pages_migrated") <= r.counter("pgmigrate_success"));
+                Some(true)
+            }
+            Err(numasim_engine::Error::OutOfMemory { .. }) => None,
+            Err(e) => panic!("{text}\n-> {e}"),
+        },
+    }
 }
