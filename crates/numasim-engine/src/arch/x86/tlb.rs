@@ -71,7 +71,7 @@ impl Kernel {
     /// Send flush IPIs to the CPUs of `mask` other than `cpu` that should flush; returns the
     /// sender's cost. A receiver no longer running `mm` clears its bit (TLB_REMOTE_WRONG_CPU).
     // arch/x86/mm/tlb.c: native_flush_tlb_multi -> flush_tlb_func on each target
-    fn flush_tlb_multi(&mut self, mask: &[bool], cpu: usize, mm: Option<usize>, trim: bool) -> f64 {
+    fn flush_tlb_multi(&mut self, mask: &mut [bool], cpu: usize, mm: Option<usize>, trim: bool) -> f64 {
         self.count(VmEvent::NrTlbRemoteFlush, 1);
         let targets: Vec<usize> = (0..mask.len()).filter(|&c| mask[c] && c != cpu && self.should_flush_tlb(c, mm, trim)).collect();
         let handler = self.cost.ipi_receive_ns;
@@ -82,10 +82,8 @@ impl Kernel {
                 self.tasks[t].sys_ns += handler;
                 self.tasks[t].sys_debt_ns += handler;
             }
-            if let Some(m) = mm {
-                if self.cpus[c].loaded_mm != Some(m) {
-                    self.mms[m].cpumask[c] = false;
-                }
+            if mm.is_some() && self.cpus[c].loaded_mm != mm {
+                mask[c] = false;
             }
         }
         if targets.is_empty() {
@@ -110,14 +108,16 @@ impl Kernel {
     // arch/x86/mm/tlb.c: flush_tlb_mm_range
     pub fn flush_tlb_mm_range(&mut self, mm: usize, cpu: usize, npages: u64) -> f64 {
         let mut cost = 0.0;
-        let mask = self.mms[mm].cpumask.clone();
+        // the mask is taken out while the IPIs go (stale members drop out of it) and put back
+        let mut mask = std::mem::take(&mut self.mms[mm].cpumask);
         if mask.iter().enumerate().any(|(c, &b)| b && c != cpu) {
             let trim = self.feature(Feature::TlbLazyCpumask) && self.now > self.mms[mm].next_trim_cpumask;
             if trim {
                 self.mms[mm].next_trim_cpumask = self.now + NSEC_PER_SEC;
             }
-            cost += self.flush_tlb_multi(&mask, cpu, Some(mm), trim);
+            cost += self.flush_tlb_multi(&mut mask, cpu, Some(mm), trim);
         }
+        self.mms[mm].cpumask = mask;
         if self.cpus[cpu].loaded_mm == Some(mm) {
             cost += self.local_flush(npages);
         }
@@ -138,13 +138,13 @@ impl Kernel {
     /// One flush for everything gathered in `batch`; returns the sender's cost, ns.
     // arch/x86/mm/tlb.c: arch_tlbbatch_flush
     pub fn arch_tlbbatch_flush(&mut self, batch: &mut TlbBatch, cpu: usize) -> f64 {
-        let mask = std::mem::take(&mut batch.cpumask);
+        let mut mask = std::mem::take(&mut batch.cpumask);
         if mask.is_empty() {
             return 0.0;
         }
         let mut cost = 0.0;
         if mask.iter().enumerate().any(|(c, &b)| b && c != cpu) {
-            cost += self.flush_tlb_multi(&mask, cpu, None, false);
+            cost += self.flush_tlb_multi(&mut mask, cpu, None, false);
         }
         if mask[cpu] {
             cost += self.local_flush(u64::MAX);
