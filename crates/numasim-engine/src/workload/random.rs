@@ -13,8 +13,17 @@ use crate::topology::MAX_NODES;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 
-/// An event: (threshold, page, generation, write-only).
-type Event = (u64, u64, u8, bool);
+/// An event: (threshold, tag) with tag = page << 9 | generation << 1 | write-only; ordered
+/// by threshold, then page.
+type Event = (u64, u64);
+
+fn event(at: u64, page: u64, generation: u8, write_only: bool) -> Event {
+    (at, page << 9 | (generation as u64) << 1 | write_only as u64)
+}
+
+fn unpack(e: Event) -> (u64, u64, u8, bool) {
+    (e.0, e.1 >> 9, (e.1 >> 1) as u8, e.1 & 1 != 0)
+}
 
 /// Power-of-two latency buckets, 1 ns .. 2^40 ns (pmbench's histogram, coarser).
 pub const LATENCY_BUCKETS: usize = 41;
@@ -24,44 +33,130 @@ pub fn latency_bucket(ns: f64) -> usize {
     if ns < 2.0 {
         0
     } else {
-        (libm::log2(ns) as usize).min(LATENCY_BUCKETS - 1)
+        // floor(log2(ns)) from the integer part's highest set bit
+        let whole = ns.min((1u64 << 62) as f64) as u64;
+        (63 - whole.leading_zeros() as usize).min(LATENCY_BUCKETS - 1)
     }
 }
 
 /// log2 of a calendar bucket's width, in accesses.
 const BUCKET_SHIFT: u32 = 16;
+/// Buckets held in the ring; events further out wait in an ordered map.
+const RING: u64 = 4096;
 
-/// A calendar queue: events in buckets of 2^16 accesses; only the earliest bucket is a heap,
-/// so events far in the future (rarely hit pages) cost nothing until their bucket comes up.
-#[derive(Debug, Clone, Default)]
+/// A calendar queue: events in buckets of 2^16 accesses. The bucket being consumed is sorted
+/// once when its first event is taken (events pushed into it later go to a small heap); the
+/// next 4095 buckets are a ring of unsorted vectors, and events further out (rarely hit pages)
+/// an ordered map, so they cost nothing until their bucket comes up. A bucket becomes current
+/// only when its first event is popped, that is when the access counter has reached it, so
+/// new events (drawn after the counter) never land before the current bucket.
+#[derive(Debug, Clone)]
 struct Calendar {
-    current: BinaryHeap<Reverse<Event>>,
+    /// The current bucket, sorted descending (the earliest event last).
+    current: Vec<Event>,
+    /// Events pushed into the current bucket after it was sorted.
+    late: BinaryHeap<Reverse<Event>>,
     current_key: u64,
-    later: BTreeMap<u64, Vec<Event>>,
+    /// Buckets current_key+1 .. current_key+RING-1, at index key % RING.
+    ring: Vec<Vec<Event>>,
+    in_ring: usize,
+    far: BTreeMap<u64, Vec<Event>>,
+    /// The next non-empty bucket after the current one and its earliest event, once looked up.
+    next: Option<(u64, Event)>,
+}
+
+impl Default for Calendar {
+    fn default() -> Self {
+        Calendar { current: Vec::new(), late: BinaryHeap::new(), current_key: 0, ring: vec![Vec::new(); RING as usize], in_ring: 0, far: BTreeMap::new(), next: None }
+    }
 }
 
 impl Calendar {
     fn push(&mut self, e: Event) {
         let key = e.0 >> BUCKET_SHIFT;
         if key <= self.current_key {
-            self.current.push(Reverse(e));
+            self.late.push(Reverse(e));
+            return;
+        }
+        if key < self.current_key + RING {
+            self.ring[(key % RING) as usize].push(e);
+            self.in_ring += 1;
         } else {
-            self.later.entry(key).or_default().push(e);
+            self.far.entry(key).or_default().push(e);
+        }
+        self.next = match self.next {
+            Some((k, m)) if k < key || (k == key && m <= e) => Some((k, m)),
+            Some((k, _)) if k == key => Some((k, e)),
+            // an earlier bucket, empty until now
+            Some(_) => Some((key, e)),
+            None => None,
+        };
+    }
+
+    /// The earliest event of the buckets after the current one.
+    fn look_ahead(&mut self) -> Option<(u64, Event)> {
+        if self.next.is_none() {
+            let key = if self.in_ring > 0 {
+                (self.current_key + 1..self.current_key + RING).find(|&k| !self.ring[(k % RING) as usize].is_empty())?
+            } else {
+                *self.far.keys().next()?
+            };
+            let bucket = if self.in_ring > 0 { &self.ring[(key % RING) as usize] } else { &self.far[&key] };
+            self.next = bucket.iter().min().map(|&m| (key, m));
+        }
+        self.next
+    }
+
+    /// Make bucket `key` (the next non-empty one) current.
+    fn adopt(&mut self, key: u64) {
+        let from_far = self.in_ring == 0;
+        self.current_key = key;
+        self.next = None;
+        let mut bucket = if from_far {
+            self.far.remove(&key).unwrap_or_default()
+        } else {
+            let b = std::mem::take(&mut self.ring[(key % RING) as usize]);
+            self.in_ring -= b.len();
+            b
+        };
+        // the ring's window moved on: far buckets now inside it enter it
+        while let Some(entry) = self.far.first_entry() {
+            if *entry.key() >= key + RING {
+                break;
+            }
+            let (k, events) = entry.remove_entry();
+            self.in_ring += events.len();
+            self.ring[(k % RING) as usize].extend(events);
+        }
+        bucket.sort_unstable_by(|a, b| b.cmp(a));
+        let spare = std::mem::replace(&mut self.current, bucket);
+        if spare.capacity() > 0 && self.ring[(key % RING) as usize].is_empty() {
+            self.ring[(key % RING) as usize] = spare;
+            self.ring[(key % RING) as usize].clear();
         }
     }
 
     fn peek(&mut self) -> Option<Event> {
-        while self.current.is_empty() {
-            let (key, events) = self.later.pop_first()?;
-            self.current_key = key;
-            self.current.extend(events.into_iter().map(Reverse));
-        }
-        self.current.peek().map(|r| r.0)
+        let now = match (self.current.last(), self.late.peek()) {
+            (Some(&a), Some(&Reverse(b))) => Some(a.min(b)),
+            (Some(&a), None) => Some(a),
+            (None, Some(&Reverse(b))) => Some(b),
+            (None, None) => None,
+        };
+        now.or_else(|| self.look_ahead().map(|(_, e)| e))
     }
 
     fn pop(&mut self) -> Option<Event> {
-        self.peek()?;
-        self.current.pop().map(|r| r.0)
+        if self.current.is_empty() && self.late.is_empty() {
+            let (key, _) = self.look_ahead()?;
+            self.adopt(key);
+        }
+        let e = self.peek()?;
+        if self.current.last() == Some(&e) {
+            self.current.pop()
+        } else {
+            self.late.pop().map(|r| r.0)
+        }
     }
 }
 
@@ -141,7 +236,7 @@ impl AccessSampler {
             g => g,
         };
         self.generation[k as usize] = g;
-        self.heap.push((at, k, g, write_only));
+        self.heap.push(event(at, k, g, write_only));
     }
 
     /// Drop stale events at the front of both queues.
@@ -152,7 +247,8 @@ impl AccessSampler {
             }
             self.cursor += 1;
         }
-        while let Some((_, k, g, _)) = self.heap.peek() {
+        while let Some(e) = self.heap.peek() {
+            let (_, k, g, _) = unpack(e);
             if self.generation[k as usize] == g {
                 break;
             }
@@ -180,7 +276,7 @@ impl AccessSampler {
         let a = self.initial.get(self.cursor).copied();
         let b = self.heap.peek();
         match (a, b) {
-            (Some((at, k)), Some((bt, ..))) if at <= bt => {
+            (Some((at, k)), Some((bt, _))) if at <= bt => {
                 self.cursor += 1;
                 self.generation[k as usize] = 0;
                 Some((k, false))
@@ -190,7 +286,10 @@ impl AccessSampler {
                 self.generation[k as usize] = 0;
                 Some((k, false))
             }
-            (_, Some(_)) => self.heap.pop().map(|(_, k, _, w)| (k, w)),
+            (_, Some(_)) => self.heap.pop().map(|e| {
+                let (_, k, _, w) = unpack(e);
+                (k, w)
+            }),
             (None, None) => None,
         }
     }
@@ -235,16 +334,30 @@ impl Kernel {
         let mm = self.tasks[t].mm;
         let s = self.sampler_of(mm, vma)?;
         let p = self.samplers[s].weight.get(idx as usize).copied().unwrap_or(0.0);
-        let others: Vec<usize> = (0..self.cpus.len()).filter_map(|c| self.cpus[c].curr()).filter(|&o| o != t && self.tasks[o].mm == mm).collect();
-        if p <= 0.0 || others.is_empty() {
+        if p <= 0.0 {
             return None;
         }
-        // accesses the other running threads make during the window
-        let n: f64 = others.iter().map(|&o| window_ns / (self.mean_access_ns(s, self.task_node(o)) + self.samplers[s].overhead_ns)).sum();
+        // accesses the other running threads of the process make during the window
+        let mut on_node = [0u32; MAX_NODES];
+        for c in 0..self.cpus.len() {
+            if self.cpus[c].curr().is_some_and(|o| o != t && self.tasks[o].mm == mm) {
+                on_node[self.topo.cpu_node[c]] += 1;
+            }
+        }
+        let others: u64 = on_node.iter().map(|&c| c as u64).sum();
+        if others == 0 {
+            return None;
+        }
+        let overhead = self.samplers[s].overhead_ns;
+        let n: f64 = (0..self.topo.nr_nodes).filter(|&m| on_node[m] > 0).map(|m| on_node[m] as f64 * window_ns / (self.mean_access_ns(s, m) + overhead)).sum();
         let hit = -libm::expm1(n * libm::log1p(-p.min(1.0 - 1e-12)));
         let smp = &mut self.samplers[s];
         let u = (smp.rng_next() >> 11) as f64 / (1u64 << 53) as f64;
-        (u < hit).then(|| others[(smp.rng_next() % others.len() as u64) as usize])
+        if u >= hit {
+            return None;
+        }
+        let pick = smp.rng_next() % others;
+        (0..self.cpus.len()).filter_map(|c| self.cpus[c].curr()).filter(|&o| o != t && self.tasks[o].mm == mm).nth(pick as usize)
     }
 
     /// Threads of a random-access process that touch a page while it is unmapped for migration
@@ -260,20 +373,35 @@ impl Kernel {
         let mass: f64 = pages.iter().map(|p| self.samplers[s].weight.get(p.idx as usize).copied().unwrap_or(0.0)).sum();
         let mm = first.mm;
         let window = if batched { duration_ns } else { duration_ns / pages.len() as f64 };
-        let threads: Vec<usize> = (0..self.cpus.len()).filter_map(|c| self.cpus[c].curr()).filter(|&t| self.tasks[t].mm == mm).collect();
-        for t in threads {
-            let per_access = self.mean_access_ns(s, self.task_node(t)) + self.samplers[s].overhead_ns;
-            let wait = if batched {
-                let hits = window / 2.0 / per_access * mass;
-                window / 4.0 * hits / (hits + 1.0)
-            } else {
-                // page k's own window is hit with probability 1 - exp(-(window / per_access) p(k))
-                let w = &self.samplers[s].weight;
-                let p_hit: f64 = pages.iter().map(|p| -libm::expm1(-window / per_access * w.get(p.idx as usize).copied().unwrap_or(0.0))).sum();
-                p_hit * window / 2.0
+        // the wait depends on the thread's node only: compute it once per node
+        let mut wait_on = [None; MAX_NODES];
+        for c in 0..self.cpus.len() {
+            let Some(t) = self.cpus[c].curr().filter(|&t| self.tasks[t].mm == mm) else { continue };
+            let node = self.topo.cpu_node[c];
+            let wait = match wait_on[node] {
+                Some(w) => w,
+                None => {
+                    let w = self.migration_entry_wait_ns(s, node, pages, window, mass, batched);
+                    wait_on[node] = Some(w);
+                    w
+                }
             };
             self.tasks[t].wait_debt_ns += wait;
             self.tasks[t].migration_wait_ns += wait;
+        }
+    }
+
+    /// Expected migration-entry wait of one thread on `node` (see `migration_entry_stalls`).
+    fn migration_entry_wait_ns(&self, s: usize, node: usize, pages: &[crate::mm::rmap::PageRef], window: f64, mass: f64, batched: bool) -> f64 {
+        let per_access = self.mean_access_ns(s, node) + self.samplers[s].overhead_ns;
+        if batched {
+            let hits = window / 2.0 / per_access * mass;
+            window / 4.0 * hits / (hits + 1.0)
+        } else {
+            // page k's own window is hit with probability 1 - exp(-(window / per_access) p(k))
+            let w = &self.samplers[s].weight;
+            let p_hit: f64 = pages.iter().map(|p| -libm::expm1(-window / per_access * w.get(p.idx as usize).copied().unwrap_or(0.0))).sum();
+            p_hit * window / 2.0
         }
     }
 
@@ -382,6 +510,41 @@ mod tests {
             sim.k.switch_mm(cpu, next);
         }
         sim.k
+    }
+
+    /// The calendar queue pops events in threshold order whatever the mix of near, ring and far
+    /// buckets, including events pushed before a bucket that `peek` has already looked at.
+    #[test]
+    fn calendar_pops_in_threshold_order() {
+        let mut cal = super::Calendar::default();
+        let mut rng = crate::sim::rng::Rng::new(7, 0);
+        let (mut now, mut last, mut popped, mut pushed) = (0u64, 0u64, 0usize, 0usize);
+        for round in 0..20_000u64 {
+            // new events lie after the counter: near, a few buckets out, or far beyond the ring
+            let ahead = match rng.next_u64() % 3 {
+                0 => rng.next_u64() % (1 << 16),
+                1 => rng.next_u64() % (1 << 24),
+                _ => rng.next_u64() % (1 << 34),
+            };
+            cal.push(super::event(now + 1 + ahead, round, 2, false));
+            pushed += 1;
+            // the sampler peeks at every step and pops only some of the time, so pushes
+            // land between a peek and the next pop
+            let at = cal.peek().unwrap().0;
+            if rng.next_u64() % 3 == 0 {
+                let e = cal.pop().unwrap();
+                assert_eq!(e.0, at, "pop returns what peek showed");
+                assert!(e.0 >= last, "events come out in order");
+                (last, now) = (e.0, e.0);
+                popped += 1;
+            }
+        }
+        while let Some(e) = cal.pop() {
+            assert!(e.0 >= last);
+            last = e.0;
+            popped += 1;
+        }
+        assert_eq!(popped, pushed, "no event lost");
     }
 
     /// pmbench's histogram: ordinary accesses land in the buckets of their node's latency, in
