@@ -14,6 +14,25 @@ fn main() {
         std::process::exit(1)
     });
     println!("elapsed {:.3}s user {:.1}s sys {:.2}s completed {} ticks {}", r.elapsed_s, r.user_s, r.system_s, r.completed, r.ticks);
+    let with_mem: Vec<_> = r.tasks.iter().filter(|t| t.mem_node.is_some()).collect();
+    let agree = with_mem.iter().filter(|t| t.preferred_nid == t.mem_node).count();
+    println!("  tasks: {} with sweeps, preferred == memory node for {}, groups {:?}", with_mem.len(), agree, {
+        let mut g: Vec<_> = r.tasks.iter().filter_map(|t| t.numa_group).collect();
+        g.sort();
+        g.dedup();
+        g.len()
+    });
+    if std::env::var("TASKS").is_ok() {
+        for t in &r.tasks {
+            println!("  task {} node {} pref {:?} mem {:?} group {:?}", t.pid, t.node, t.preferred_nid, t.mem_node, t.numa_group);
+        }
+    }
+    for tgid in r.tasks.iter().map(|t| t.tgid).collect::<std::collections::BTreeSet<_>>() {
+        let nodes: Vec<usize> = r.tasks.iter().filter(|t| t.tgid == tgid && t.mem_node.is_some()).map(|t| t.node).collect();
+        let mut per = [0; 8];
+        nodes.iter().for_each(|&n| per[n] += 1);
+        println!("  process {tgid}: threads per node {:?}", &per[..r.nr_nodes]);
+    }
     let tput: f64 = r.processes.iter().map(|p| p.throughput_aps).sum();
     if tput > 0.0 {
         println!("  throughput_aps {tput:.4e}  TLB irqs {}", r.tlb_irqs.iter().sum::<u64>());

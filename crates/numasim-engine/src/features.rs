@@ -5,8 +5,10 @@ use serde::Serialize;
 #[derive(Debug, Clone, Serialize)]
 pub struct FeatureInfo {
     pub name: &'static str,
-    /// First mainline release that has the change.
+    /// First mainline release that has the change ("" for a change never merged).
     pub since: &'static str,
+    /// First mainline release without it again ("" if still there).
+    pub until: &'static str,
     /// Seed changelog (file prefix in shared/seeds) or upstream commit.
     pub seed: &'static str,
     pub summary: &'static str,
@@ -17,43 +19,45 @@ pub struct FeatureInfo {
 }
 
 macro_rules! features {
-    ($( $id:ident = ($name:literal, $since:literal, $seed:literal, $modelled:literal, $default:literal, $summary:literal) ),* $(,)?) => {
+    ($( $id:ident = ($name:literal, $since:literal, $until:literal, $seed:literal, $modelled:literal, $default:literal, $summary:literal) ),* $(,)?) => {
         /// Index of a feature in [`FEATURES`].
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
         #[repr(usize)]
         pub enum Feature { $( $id ),* }
         pub const FEATURES: &[FeatureInfo] = &[
-            $( FeatureInfo { name: $name, since: $since, seed: $seed, summary: $summary, modelled: $modelled, default: $default } ),*
+            $( FeatureInfo { name: $name, since: $since, until: $until, seed: $seed, summary: $summary, modelled: $modelled, default: $default } ),*
         ];
     };
 }
 
 features! {
-    NumaDelayMap = ("numa-delay-map", "5.13", "000 (b99a342d4f11)", true, true,
+    NumaDelayMap = ("numa-delay-map", "5.13", "", "000 (b99a342d4f11)", true, true,
         "do_numa_page keeps the PTE PROT_NONE while migrating; maps it only if migration is skipped or fails"),
-    NumaPreserveWrite = ("numa-preserve-write", "4.0", "003 (patch 2/3)", true, true,
-        "the write bit survives a NUMA hinting fault: no extra write fault afterwards"),
-    NumaSlowscanOnMigrateFail = ("numa-slowscan-on-migrate-fail", "4.0", "003 (patch 3/3)", true, true,
+    NumaPreserveWrite = ("numa-preserve-write", "4.0", "", "003 (patch 2/3, b191f9b106ea)", true, true,
+        "the write bit survives a NUMA hinting fault: no extra write fault afterwards (_PAGE_NUMA kept it before 4.0-rc1)"),
+    NumaSlowscanOnMigrateFail = ("numa-slowscan-on-migrate-fail", "4.0", "", "003 (patch 3/3)", true, true,
         "TNF_MIGRATE_FAIL feeds numa_faults_locality[2], which doubles the scan period"),
-    GroupByVmaFlags = ("group-by-vma-flags", "4.0", "003 (patch 1/3)", false, false,
-        "TNF_NO_GROUP from !(vm_flags & VM_WRITE) instead of !pte_dirty (numa_group joining)"),
-    GroupByPteDirty = ("group-by-pte-dirty", "3.8", "003 (before)", false, false,
-        "TNF_NO_GROUP from !pte_dirty (kernels before 4.0)"),
-    VmaNumabState = ("vma-numab-state", "6.4", "spec 1.5-1.6", true, true,
+    GroupByVmaFlags = ("group-by-vma-flags", "4.0", "4.9", "003 (patch 1/3, bea66fbd11af)", true, false,
+        "TNF_NO_GROUP from !(vm_flags & VM_WRITE) instead of the page table (numa_group joining)"),
+    GroupByPteDirty = ("group-by-pte-dirty", "4.0-rc2", "4.0", "003 (before; 53da3bc2ba9e)", true, false,
+        "TNF_NO_GROUP from !pte_dirty, after PROT_NONE hinting (4.0-rc1) made pte_write useless"),
+    NumaMigrateRatelimit = ("numa-migrate-ratelimit", "3.8", "4.19", "efaffc5e40ae removed it", true, false,
+        "at most 128 MiB migrated to a node per 100 ms window; beyond it the migration fails"),
+    VmaNumabState = ("vma-numab-state", "6.4", "", "spec 1.5-1.6", true, true,
         "per-VMA scan delay and PID-activity filter in task_numa_work (vma_is_accessed)"),
-    TlbLazyCpumask = ("tlb-lazy-cpumask", "6.14", "spec 7.2 (x86/mm/tlb: Update mm_cpumask lazily)", true, false,
+    TlbLazyCpumask = ("tlb-lazy-cpumask", "6.14", "", "spec 7.2 (x86/mm/tlb: Update mm_cpumask lazily)", true, false,
         "mm_cpumask bits survive a switch to another mm; stale CPUs are trimmed by one flush IPI per second"),
-    MigrateBatchFlush = ("migrate-batch-flush", "6.3", "002 (7e12beb8ca2a)", true, true,
+    MigrateBatchFlush = ("migrate-batch-flush", "6.3", "", "002 (7e12beb8ca2a)", true, true,
         "migrate_pages() unmaps up to 512 pages, flushes the TLB once, then copies and remaps"),
-    MigrateSkipInaccessibleFlush = ("migrate-skip-inaccessible-flush", "6.4", "4d4b6d66db63", true, true,
+    MigrateSkipInaccessibleFlush = ("migrate-skip-inaccessible-flush", "6.4", "", "4d4b6d66db63", true, true,
         "the batched unmap skips the deferred flush when the PTE is not accessible"),
-    NumaMthp = ("numa-mthp", "6.10", "001", false, true,
+    NumaMthp = ("numa-mthp", "6.10", "", "001", false, true,
         "NUMA balancing scans and migrates PTE-mapped multi-size THP"),
-    NumaSkipPinned = ("numa-skip-pinned", "RFC 2023", "004 (patch 2/3)", false, false,
+    NumaSkipPinned = ("numa-skip-pinned", "", "", "004 (patch 2/3, RFC 2023)", false, false,
         "change_prot_numa leaves maybe-DMA-pinned pages accessible"),
-    MmuNotifierRangeNuma = ("mmu-notifier-range-numa", "RFC 2023", "004 (patch 1/3)", false, false,
+    MmuNotifierRangeNuma = ("mmu-notifier-range-numa", "", "", "004 (patch 1/3, RFC 2023)", false, false,
         "MMU_NOTIFIER_RANGE_NUMA flag on NUMA-purpose invalidations"),
-    KvmSkipPinnedZap = ("kvm-skip-pinned-zap", "RFC 2023", "004 (patch 3/3)", false, false,
+    KvmSkipPinnedZap = ("kvm-skip-pinned-zap", "", "", "004 (patch 3/3, RFC 2023)", false, false,
         "KVM keeps SPTEs of maybe-pinned pages on NUMA invalidations"),
 }
 

@@ -55,6 +55,10 @@ pub struct Kernel {
     pub oom: Option<String>,
     /// Random-access distributions of pmbench-like processes.
     pub samplers: Vec<crate::workload::random::AccessSampler>,
+    /// numa_groups ever created (a freed group stays, empty).
+    pub numa_groups: Vec<crate::sched::numa::group::NumaGroup>,
+    /// NUMA task moves decided this tick, applied at its end.
+    pub numa_moves: Vec<crate::sched::numa::task_migrate::NumaMove>,
 }
 
 impl Kernel {
@@ -78,6 +82,8 @@ impl Kernel {
             displaced: Vec::new(),
             oom: None,
             samplers: Vec::new(),
+            numa_groups: Vec::new(),
+            numa_moves: Vec::new(),
         }
     }
 

@@ -9,6 +9,7 @@ pub mod error;
 pub mod features;
 pub mod invariants;
 pub mod kernel;
+pub mod kernels;
 pub mod membw;
 pub mod mm;
 pub mod result;

@@ -45,6 +45,36 @@ pub struct ProcessResult {
     pub latency_hist: Vec<f64>,
 }
 
+/// Where a thread ended up: its last CPU's node, its preferred node, its numa_group, and the
+/// node holding most of the pages its sweeps cover.
+#[derive(Debug, Clone)]
+pub struct TaskResult {
+    pub pid: u32,
+    pub tgid: u32,
+    pub node: usize,
+    pub preferred_nid: Option<usize>,
+    pub numa_group: Option<u32>,
+    pub mem_node: Option<usize>,
+}
+
+/// Node holding most of the pages of the ranges task `t` sweeps (None if it sweeps none).
+pub fn sweep_mem_node(k: &Kernel, t: usize) -> Option<usize> {
+    let mut pages = [0u64; crate::topology::MAX_NODES];
+    let pt_of = |vma: usize| &k.mms[k.tasks[t].mm].vmas[vma].pt;
+    for op in &k.tasks[t].program {
+        if let crate::workload::Op::Sweep { vma, first, npages, .. } = *op {
+            let pt = pt_of(vma);
+            for i in first..(first + npages).min(pt.len()) {
+                if let Some(n) = pages.get_mut(pt.node[i as usize] as usize) {
+                    *n += 1;
+                }
+            }
+        }
+    }
+    let (node, &most) = pages.iter().enumerate().max_by_key(|&(n, &c)| (c, std::cmp::Reverse(n)))?;
+    (most > 0).then_some(node)
+}
+
 #[derive(Debug, Clone)]
 pub struct RunResult {
     pub scenario: Value,
@@ -55,6 +85,7 @@ pub struct RunResult {
     pub user_s: f64,
     pub system_s: f64,
     pub processes: Vec<ProcessResult>,
+    pub tasks: Vec<TaskResult>,
     pub samples: Samples,
     pub completed: bool,
     pub ticks: u64,
@@ -110,7 +141,15 @@ impl RunResult {
                 }
             })
             .collect::<Vec<_>>();
+        let tasks = (0..k.tasks.len())
+            .filter(|&t| k.tasks[t].sum_exec_runtime > 0)
+            .map(|t| {
+                let p = &k.tasks[t];
+                TaskResult { pid: p.pid, tgid: p.tgid, node: k.topo.cpu_node[p.cpu], preferred_nid: p.numa.preferred_nid, numa_group: p.numa.group.map(|g| k.numa_groups[g].gid), mem_node: p.mem_node_at_exit.or_else(|| sweep_mem_node(k, t)) }
+            })
+            .collect();
         RunResult {
+            tasks,
             scenario: serde_json::to_value(s).unwrap_or(Value::Null),
             seed: s.seed,
             counters: VM_EVENT_NAMES.iter().copied().zip(k.vmstat.0.iter().copied()).collect(),
@@ -165,6 +204,8 @@ impl RunResult {
             "interrupts": {"TLB": {"total": self.tlb_irqs.iter().sum::<u64>(), "per_cpu": self.tlb_irqs}},
             "times": {"elapsed_s": self.elapsed_s, "user_s": self.user_s, "system_s": self.system_s},
             "processes": processes,
+            "tasks": self.tasks.iter().map(|t| json!({"pid": t.pid, "tgid": t.tgid, "node": t.node, "preferred_nid": t.preferred_nid,
+                                                      "numa_group": t.numa_group, "mem_node": t.mem_node})).collect::<Vec<_>>(),
             "series": {"vmstat": vmstat, "memory": memory},
             "sim": {"ticks": self.ticks, "nr_cpus": self.nr_cpus, "nr_nodes": self.nr_nodes,
                     "events": {"pte_updates": self.events.0, "hint_faults": self.events.1, "migrations": self.events.2}},

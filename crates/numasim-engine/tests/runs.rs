@@ -339,3 +339,40 @@ fn run_or_refuse(text: &str) -> Option<bool> {
         },
     }
 }
+
+/// kernel/sched/fair.c: task_numa_migrate with numa_group — on 2 nodes numa01's two processes
+/// converge: each process's threads end on one node, each on a different node.
+#[test]
+fn numa01_processes_converge_on_separate_nodes() {
+    let r = run_toml(&workload("numa01", true));
+    let mut nodes_of: std::collections::BTreeMap<u32, std::collections::BTreeSet<usize>> = Default::default();
+    for t in r.tasks.iter().filter(|t| t.tgid != t.pid) {
+        nodes_of.entry(t.tgid).or_default().insert(t.node);
+    }
+    assert_eq!(nodes_of.len(), 2);
+    let sets: Vec<_> = nodes_of.values().collect();
+    assert!(sets.iter().all(|s| s.len() == 1), "threads per process on one node: {sets:?}");
+    assert_ne!(sets[0], sets[1]);
+    assert!(r.tasks.iter().any(|t| t.numa_group.is_some()), "threads sharing pages are grouped");
+}
+
+/// numa02 on the 4-node 48-CPU machine: at least 90% of the threads end preferring the node
+/// that holds most of their slice (task_numa_placement's preferred node).
+#[test]
+fn numa02_threads_prefer_their_memory_node() {
+    let r = run_toml("[machine]\nprofile = \"intel-4s-48c\"\n[[workload]]\nkind = \"numa02\"\n");
+    let threads: Vec<_> = r.tasks.iter().filter(|t| t.tgid != t.pid).collect();
+    let agree = threads.iter().filter(|t| t.preferred_nid.is_some() && t.preferred_nid == t.mem_node).count();
+    assert!(agree * 10 >= threads.len() * 9, "{agree} of {}", threads.len());
+}
+
+/// mm/memory.c: do_numa_page — without numa-preserve-write (4.0-rc1..rc4) the first write after
+/// a hinting fault takes an extra write fault; with it (b191f9b106ea) none.
+#[test]
+fn preserving_the_write_bit_saves_write_faults() {
+    let text = |preserve: bool| format!("[kernel.features]\nnuma-preserve-write = {preserve}\n[[workload]]\nkind = \"numa02\"\n");
+    let (off, on) = (run_toml(&text(false)), run_toml(&text(true)));
+    let extra = off.counter("pgfault") - off.counter("numa_hint_faults");
+    let base = on.counter("pgfault") - on.counter("numa_hint_faults");
+    assert!(extra > base + on.counter("numa_hint_faults") / 2, "{extra} vs {base}");
+}

@@ -70,6 +70,21 @@ impl Kernel {
         0.0
     }
 
+    /// Whether a hint fault must not join or create a numa_group (spec §2.5): by VMA flags
+    /// (4.0-4.8), by pte_dirty (4.0-rc2 to rc4), else by the write bit of the restored PTE
+    /// (3.19 with _PAGE_NUMA, 4.9+), which is never set when the fault drops it (4.0-rc1).
+    // mm/memory.c: do_numa_page (TNF_NO_GROUP)
+    pub fn numa_no_group(&self, mm: usize, vma: usize, idx: u64, pte_write: bool) -> bool {
+        let v = &self.mms[mm].vmas[vma];
+        if self.feature(Feature::GroupByVmaFlags) {
+            v.flags & VM_WRITE == 0
+        } else if self.feature(Feature::GroupByPteDirty) {
+            !v.pt.dirty(idx)
+        } else {
+            !pte_write
+        }
+    }
+
     /// NUMA hinting fault on a PROT_NONE PTE (v6.11+ shape; spec §2.2, §2.6).
     // mm/memory.c: do_numa_page
     pub fn do_numa_page(&mut self, t: usize, vma: usize, idx: u64) -> f64 {
@@ -80,7 +95,7 @@ impl Kernel {
         let writable = self.mms[mm].vmas[vma].flags & VM_WRITE != 0;
         let preserve = self.feature(Feature::NumaPreserveWrite);
         let mut flags = 0;
-        if !writable {
+        if self.numa_no_group(mm, vma, idx, writable && preserve) {
             flags |= TNF_NO_GROUP;
         }
         let nid = self.mms[mm].vmas[vma].pt.node[idx as usize] as usize;

@@ -56,6 +56,11 @@ impl Kernel {
         let mut batch = TlbBatch::default();
         let mut unmapped = Vec::with_capacity(chunk.len());
         for (i, &p) in chunk.iter().enumerate() {
+            if self.folio_extra_refs(p) {
+                out.cost += self.cost.migrate_page_ns;
+                out.failed += 1;
+                continue;
+            }
             if !self.alloc_page_thisnode(target, cpu) {
                 // -ENOMEM: stop the unmap phase, move what is unmapped
                 out.failed += (chunk.len() - i) as u64;
@@ -72,8 +77,20 @@ impl Kernel {
     }
 
     /// Before v6.3: allocate, unmap (flushing at once), copy, remap, one page at a time.
+    /// A page pinned for DMA has references migration cannot account for: the move fails
+    /// (folio_migrate_mapping's refcount check, -EAGAIN until the retries run out).
+    // mm/migrate.c: folio_migrate_mapping (expected_count)
+    pub fn folio_extra_refs(&self, p: PageRef) -> bool {
+        self.mms[p.mm].io_pins.iter().any(|&(_, vma, first, n)| vma == p.vma && (first..first + n).contains(&p.idx))
+    }
+
     // mm/migrate.c: unmap_and_move (<= v6.2)
     fn unmap_and_move(&mut self, p: PageRef, target: usize, cpu: usize, out: &mut MigrateOutcome) {
+        if self.folio_extra_refs(p) {
+            out.cost += self.cost.migrate_page_ns;
+            out.failed += 1;
+            return;
+        }
         if !self.alloc_page_thisnode(target, cpu) {
             out.failed += 1;
             return;
@@ -108,7 +125,29 @@ impl Kernel {
     pub fn migrate_misplaced_folio_prepare(&mut self, target: usize, nr: u64) -> bool {
         // The folio is always on the LRU here: a fault and its migration complete within the
         // faulting task's step, so no other fault can find it isolated.
+        if self.feature(Feature::NumaMigrateRatelimit) && self.numamigrate_update_ratelimit(target, nr) {
+            return false;
+        }
         self.migrate_balanced_pgdat(target, nr)
+    }
+
+    /// 3.8-4.18: at most ratelimit_pages (128 MiB) migrate to a node per 100 ms window; true
+    /// when the node is over its limit and the migration must not happen.
+    // mm/migrate.c: numamigrate_update_ratelimit (removed by efaffc5e40ae)
+    fn numamigrate_update_ratelimit(&mut self, node: usize, nr: u64) -> bool {
+        const RATELIMIT_PAGES: u64 = 128 << (20 - 12);
+        const MIGRATE_INTERVAL_NS: u64 = 100_000_000;
+        let now = self.now;
+        let n = &mut self.nodes[node];
+        if now > n.migrate_next_window {
+            n.migrate_nr_pages = 0;
+            n.migrate_next_window = now + MIGRATE_INTERVAL_NS;
+        }
+        if n.migrate_nr_pages > RATELIMIT_PAGES {
+            return true;
+        }
+        n.migrate_nr_pages += nr;
+        false
     }
 
     /// Migrate one faulting page to `target`; returns (migrated, system time in ns).

@@ -13,6 +13,9 @@ pub struct NodeMem {
     pub wmark_min: u64,
     pub wmark_low: u64,
     pub wmark_high: u64,
+    /// numabalancing_migrate_next_window (ns) and _nr_pages (3.8-4.18 rate limit).
+    pub migrate_next_window: u64,
+    pub migrate_nr_pages: u64,
 }
 
 impl NodeMem {
@@ -26,7 +29,7 @@ impl NodeMem {
             .map(|&present| {
                 let min = min_free_pages * present / total.max(1);
                 let delta = (min / 4).max(present * 10 / 10000);
-                NodeMem { present, used: 0, wmark_min: min, wmark_low: min + delta, wmark_high: min + 2 * delta }
+                NodeMem { present, used: 0, wmark_min: min, wmark_low: min + delta, wmark_high: min + 2 * delta, migrate_next_window: 0, migrate_nr_pages: 0 }
             })
             .collect()
     }

@@ -69,6 +69,10 @@ impl PageTable {
         self.flags[i as usize] & PTE_PROTNONE != 0
     }
 
+    pub fn dirty(&self, i: u64) -> bool {
+        self.flags[i as usize] & PTE_DIRTY != 0
+    }
+
     pub fn writable(&self, i: u64) -> bool {
         self.flags[i as usize] & PTE_WRITE != 0
     }

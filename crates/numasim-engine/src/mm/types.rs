@@ -59,6 +59,8 @@ pub struct Mm {
     pub next_trim_cpumask: u64,
     /// Index in `Kernel::samplers` of this process's random-access distribution.
     pub sampler: Option<usize>,
+    /// Pages pinned for direct I/O (pin_user_pages): (task, vma, first page, pages).
+    pub io_pins: Vec<(usize, usize, u64, u64)>,
 }
 
 impl Mm {
@@ -76,6 +78,7 @@ impl Mm {
             cpumask: vec![false; nr_cpus],
             next_trim_cpumask: 0,
             sampler: None,
+            io_pins: Vec::new(),
         }
     }
 

@@ -36,6 +36,8 @@ pub struct Machine {
 /// The kernel side: `kernel.numa_balancing`, CONFIG_HZ, the scan sysctls and named features.
 #[derive(Debug, Clone, Serialize)]
 pub struct KernelConfig {
+    /// The release the features start from (`kernels::KERNEL_VERSIONS`); None: the default.
+    pub version: Option<String>,
     pub numa_balancing: bool,
     pub hz: u32,
     pub sysctl: Sysctl,

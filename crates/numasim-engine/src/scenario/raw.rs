@@ -48,6 +48,7 @@ pub struct RawMachine {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawKernel {
+    pub version: Option<String>,
     pub numa_balancing: Option<bool>,
     pub hz: Option<i64>,
     pub sysctl: Option<RawSysctl>,
@@ -89,6 +90,11 @@ pub struct RawWorkload {
     pub duration_s: Option<f64>,
     pub overhead_ns: Option<f64>,
     pub first_mib: Option<i64>,
+    pub cache_mib: Option<i64>,
+    pub compute_ms: Option<f64>,
+    pub io_ms: Option<f64>,
+    pub io_kib: Option<i64>,
+    pub work_s: Option<f64>,
 }
 
 impl RawWorkload {
@@ -117,6 +123,11 @@ impl RawWorkload {
             ("duration_s", self.duration_s.is_some()),
             ("overhead_ns", self.overhead_ns.is_some()),
             ("first_mib", self.first_mib.is_some()),
+            ("cache_mib", self.cache_mib.is_some()),
+            ("compute_ms", self.compute_ms.is_some()),
+            ("io_ms", self.io_ms.is_some()),
+            ("io_kib", self.io_kib.is_some()),
+            ("work_s", self.work_s.is_some()),
         ];
         keys.iter().filter(|k| k.1).map(|k| k.0).collect()
     }

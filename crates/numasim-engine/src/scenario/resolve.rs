@@ -244,7 +244,7 @@ fn check_cost(c: &crate::cost::CostProfile, nodes: usize, p: &mut Problems) {
 }
 
 fn resolve_kernel(raw: Option<RawKernel>, p: &mut Problems) -> KernelConfig {
-    let raw = raw.unwrap_or(RawKernel { numa_balancing: None, hz: None, sysctl: None, features: None });
+    let raw = raw.unwrap_or(RawKernel { version: None, numa_balancing: None, hz: None, sysctl: None, features: None });
     let hz = raw.hz.unwrap_or(250);
     if ![100, 250, 300, 1000].contains(&hz) {
         p.push(ScenarioProblem::new("kernel.hz", "invalid_value", format!("CONFIG_HZ must be 100, 250, 300 or 1000, got {hz}")));
@@ -269,6 +269,12 @@ fn resolve_kernel(raw: Option<RawKernel>, p: &mut Problems) -> KernelConfig {
         }
     }
     let mut features = FeatureSet::default();
+    if let Some(v) = &raw.version {
+        match crate::kernels::kernel_features(v) {
+            Some(f) => features = f,
+            None => p.push(ScenarioProblem::new("kernel.version", "invalid_value", format!("unknown kernel version `{v}`, expected one of {}", crate::kernels::KERNEL_VERSIONS.join(", ")))),
+        }
+    }
     for (name, on) in raw.features.unwrap_or_default() {
         match FeatureSet::index_of(&name) {
             None => {
@@ -281,7 +287,7 @@ fn resolve_kernel(raw: Option<RawKernel>, p: &mut Problems) -> KernelConfig {
             Some(i) => features.0[i] = on,
         }
     }
-    KernelConfig { numa_balancing: raw.numa_balancing.unwrap_or(true), hz: hz.clamp(100, 1000) as u32, sysctl, features }
+    KernelConfig { version: raw.version, numa_balancing: raw.numa_balancing.unwrap_or(true), hz: hz.clamp(100, 1000) as u32, sysctl, features }
 }
 
 fn resolve_run(raw: Option<RawRun>, p: &mut Problems) -> RunConfig {

@@ -104,6 +104,8 @@ impl Kernel {
     // kernel/exit.c: do_exit
     pub fn task_exit(&mut self, t: usize, used_ns: f64) {
         self.tasks[t].state = TaskState::Exited;
+        self.task_numa_free(t);
+        self.tasks[t].mem_node_at_exit = crate::result::sweep_mem_node(self, t);
         self.tasks[t].exit_ns = self.now + used_ns.round() as u64;
         self.dequeue(t);
         let mm = self.tasks[t].mm;
@@ -113,6 +115,7 @@ impl Kernel {
     /// Per-tick scheduler work after every CPU ran its task.
     // kernel/sched/core.c: sched_tick (task_tick_fair -> task_tick_numa) and balancing
     pub fn scheduler_tick(&mut self, tick_no: u64) {
+        self.apply_numa_moves();
         for cpu in 0..self.cpus.len() {
             if let Some(t) = self.cpus[cpu].curr() {
                 self.task_tick_numa(t);

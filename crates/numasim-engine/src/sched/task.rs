@@ -36,6 +36,8 @@ pub struct TaskNuma {
     pub faults_locality: [u64; 3],
     pub pages_migrated: u64,
     pub last_task_numa_placement: u64,
+    /// Index into Kernel::numa_groups.
+    pub group: Option<usize>,
     pub last_sum_exec_runtime: u64,
 }
 
@@ -85,6 +87,8 @@ pub struct Task {
     pub start_ns: u64,
     pub exit_ns: u64,
     pub numa: TaskNuma,
+    /// Node holding most of the pages the task swept, taken when it exits (before exit_mmap).
+    pub mem_node_at_exit: Option<usize>,
     /// Bytes streamed to each node in the last tick (the bandwidth-contention mix).
     pub last_bytes: [f64; MAX_NODES],
     pub cur_bytes: [f64; MAX_NODES],

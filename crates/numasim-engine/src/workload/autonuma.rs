@@ -243,6 +243,7 @@ pub(crate) fn new_task(k: &mut Kernel, mm: usize, comm: &str, workload: usize, p
         start_ns,
         exit_ns: 0,
         numa: TaskNuma::default(),
+        mem_node_at_exit: None,
         last_bytes: [0.0; MAX_NODES],
         cur_bytes: [0.0; MAX_NODES],
         page_cost: [0.0; MAX_NODES],

@@ -39,6 +39,19 @@ impl PageSelection {
 }
 
 impl Kernel {
+    /// Pin `pages` pages at a random I/O-aligned place of the process's sampled VMA for a
+    /// direct-I/O read (pin_user_pages); they are unpinned when the task runs again.
+    // mm/gup.c: pin_user_pages (FOLL_PIN), block/fops.c: direct I/O
+    pub fn direct_io_read(&mut self, t: usize, pages: u64) {
+        let mm = self.tasks[t].mm;
+        let Some(s) = self.mms[mm].sampler else { return };
+        let vma = self.samplers[s].vma;
+        let len = self.mms[mm].vmas[vma].pt.len();
+        let slots = (len / pages.max(1)).max(1);
+        let first = (self.samplers[s].rng_next() % slots) * pages;
+        self.mms[mm].io_pins.push((t, vma, first, pages.min(len - first)));
+    }
+
     /// Take `cost` ns of system time from the task's budget; what does not fit becomes debt.
     pub fn charge_sys(&mut self, t: usize, cost: f64, budget: &mut f64) {
         let p = &mut self.tasks[t];
@@ -67,6 +80,11 @@ impl Kernel {
             let pay = wait.min(b);
             b -= pay;
             self.tasks[t].wait_debt_ns -= pay;
+        }
+        let mm = self.tasks[t].mm;
+        if !self.mms[mm].io_pins.is_empty() {
+            // the I/O this task waited for completed: unpin_user_pages
+            self.mms[mm].io_pins.retain(|pin| pin.0 != t);
         }
         if self.tasks[t].numa.work_pending && b > 0.0 {
             // task_work on return to user space
@@ -131,6 +149,13 @@ impl Kernel {
                     if self.sys_migrate(t, workload, PageSelection::Range { vma, first, npages }, to, &mut b) {
                         self.tasks[t].pc += 1;
                     }
+                }
+                Op::DirectIo { pages, ns } => {
+                    self.tasks[t].pc += 1;
+                    self.direct_io_read(t, pages);
+                    self.tasks[t].wake_at = Some(self.now + (tick - b) as u64 + ns);
+                    self.task_sleep(t);
+                    break;
                 }
                 Op::RandomAccess { sampler, warmup, duration_ns, overhead_ns } => {
                     if self.random_phases(t, sampler, warmup, duration_ns, overhead_ns, &mut b) {

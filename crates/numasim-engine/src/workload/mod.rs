@@ -6,6 +6,7 @@ pub mod memhog;
 pub mod migratepages;
 pub mod pmbench;
 pub mod random;
+pub mod xfsrepair;
 
 use crate::error::ScenarioProblem;
 use crate::kernel::Kernel;
@@ -39,6 +40,9 @@ pub enum Op {
     /// Random single accesses drawn from sampler `sampler`: `warmup` untimed accesses, then a
     /// timed phase of `duration_ns` (pmbench's main loop); `overhead_ns` per access.
     RandomAccess { sampler: usize, warmup: u64, duration_ns: u64, overhead_ns: f64 },
+    /// A direct-I/O read into `pages` pages of the process's sampled VMA: the pages stay pinned
+    /// while the task sleeps `ns` waiting for the device.
+    DirectIo { pages: u64, ns: u64 },
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -49,6 +53,7 @@ pub enum WorkloadSpec {
     MigratePages(migratepages::MigratePagesSpec),
     Pmbench(pmbench::PmbenchSpec),
     MovePages(migratepages::MovePagesSpec),
+    XfsRepair(xfsrepair::XfsRepairSpec),
 }
 
 impl WorkloadSpec {
@@ -59,6 +64,7 @@ impl WorkloadSpec {
             WorkloadSpec::MemoryEater(m) => m.footprint_pages(),
             WorkloadSpec::MigratePages(_) | WorkloadSpec::MovePages(_) => 0,
             WorkloadSpec::Pmbench(p) => p.footprint_pages(),
+            WorkloadSpec::XfsRepair(x) => x.cache_mib * 256,
         }
     }
 
@@ -66,7 +72,7 @@ impl WorkloadSpec {
     /// random-access workloads the weight (8 B), event generation (1 B) and heap entry (24 B).
     pub fn host_bytes_per_page(&self) -> u64 {
         match self {
-            WorkloadSpec::Pmbench(_) => 6 + 8 + 1 + 24,
+            WorkloadSpec::Pmbench(_) | WorkloadSpec::XfsRepair(_) => 6 + 8 + 1 + 24,
             _ => 6,
         }
     }
@@ -79,6 +85,7 @@ impl WorkloadSpec {
             WorkloadSpec::MigratePages(m) => m.build(k, index),
             WorkloadSpec::MovePages(m) => m.build(k, index),
             WorkloadSpec::Pmbench(p) => p.build(k, index, rng),
+            WorkloadSpec::XfsRepair(x) => x.build(k, index, rng),
         }
     }
 }
@@ -93,9 +100,10 @@ pub fn resolve(w: &RawWorkload, i: usize, nr_workloads: usize, topo: &Topology, 
         "migratepages" => migratepages::MigratePagesSpec::resolve(w, i, nr_workloads, topo, p).map(WorkloadSpec::MigratePages),
         "move_pages" => migratepages::MovePagesSpec::resolve(w, i, nr_workloads, topo, p).map(WorkloadSpec::MovePages),
         "pmbench" => pmbench::PmbenchSpec::resolve(w, i, topo, p).map(WorkloadSpec::Pmbench),
+        "xfs_repair" => xfsrepair::XfsRepairSpec::resolve(w, i, p).map(WorkloadSpec::XfsRepair),
         _ => {
             let mut kinds: Vec<&str> = autonuma::KINDS.to_vec();
-            kinds.extend(["memory_eater", "migratepages", "move_pages", "pmbench"]);
+            kinds.extend(["memory_eater", "migratepages", "move_pages", "pmbench", "xfs_repair"]);
             p.push(ScenarioProblem::new(
                 format!("workload[{i}].kind"),
                 "invalid_value",

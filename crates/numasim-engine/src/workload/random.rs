@@ -256,7 +256,7 @@ impl AccessSampler {
         }
     }
 
-    fn rng_next(&mut self) -> u64 {
+    pub fn rng_next(&mut self) -> u64 {
         self.rng.next_u64()
     }
 

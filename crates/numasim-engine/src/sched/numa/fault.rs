@@ -2,6 +2,7 @@
 //! (include/linux/mm.h).
 
 use crate::features::Feature;
+use super::group::ACTIVE_NODE_FRACTION;
 use crate::kernel::Kernel;
 use crate::mm::pgtable::CPUPID_UNSET;
 
@@ -46,7 +47,7 @@ pub const NUMA_CPUBUF: usize = 3;
 impl Kernel {
     /// Two-stage filter: migrate only if the previous fault came from the same node (spec §3.2).
     // kernel/sched/fair.c: should_numa_migrate_memory
-    pub fn should_numa_migrate_memory(&mut self, t: usize, vma: usize, idx: u64, _src_nid: usize) -> bool {
+    pub fn should_numa_migrate_memory(&mut self, t: usize, vma: usize, idx: u64, src_nid: usize) -> bool {
         let (mm, cpu, pid) = (self.tasks[t].mm, self.tasks[t].cpu, self.tasks[t].pid);
         let dst_nid = self.cpu_node(cpu);
         let this_cpupid = cpu_pid_to_cpupid(cpu, pid);
@@ -62,8 +63,18 @@ impl Kernel {
         if !cpupid_pid_unset(last_cpupid) && self.cpu_node_of_cpupid(last_cpupid) != Some(dst_nid) {
             return false;
         }
-        // private fault, or shared without a numa_group: migrate (groups arrive with issue 4)
-        true
+        if cpupid_match_pid(pid, last_cpupid) {
+            return true; // private
+        }
+        let Some(g) = self.tasks[t].numa.group else { return true }; // shared, no group yet
+        // shared within a group: move toward where the group's CPUs are
+        let (nr, ng) = (self.topo.nr_nodes, &self.numa_groups[g]);
+        let (cpu_dst, cpu_src) = (ng.faults_cpu(nr, dst_nid), ng.faults_cpu(nr, src_nid));
+        if cpu_dst > cpu_src * ACTIVE_NODE_FRACTION {
+            return true;
+        }
+        // 3/4 hysteresis on the group's memory faults
+        cpu_dst * ng.faults_mem(nr, src_nid) * 3 > cpu_src * ng.faults_mem(nr, dst_nid) * 4
     }
 
     fn cpu_node_of_cpupid(&self, cpupid: u32) -> Option<usize> {
@@ -85,9 +96,19 @@ impl Kernel {
             p.total_faults = 0;
             p.faults_locality = [0; 3];
         }
-        // first access (all-ones stamp) counts as private; no task_numa_group yet (issue 4)
-        let private = last_cpupid == CPUPID_UNSET || cpupid_match_pid(pid, last_cpupid);
-        let local = flags & TNF_FAULT_LOCAL != 0;
+        // first access (all-ones stamp) counts as private
+        let mut private = last_cpupid == CPUPID_UNSET || cpupid_match_pid(pid, last_cpupid);
+        if !private && flags & TNF_NO_GROUP == 0 {
+            private = self.task_numa_group(t, last_cpupid, flags);
+        }
+        let mut local = flags & TNF_FAULT_LOCAL != 0;
+        // a shared fault between two of the group's active nodes counts as local
+        if let Some(g) = self.tasks[t].numa.group {
+            let ng = &self.numa_groups[g];
+            if !private && !local && ng.active_nodes > 1 && ng.is_active(nr_nodes, cpu_node) && ng.is_active(nr_nodes, mem_node) {
+                local = true;
+            }
+        }
         if self.now > self.tasks[t].numa.migrate_retry {
             self.task_numa_placement(t);
             self.numa_migrate_preferred(t);

@@ -34,13 +34,13 @@ impl Kernel {
         self.tasks[t].numa.scan_period_max = self.task_scan_max(t);
         let (runtime, period) = self.numa_get_avg_runtime(t);
         let nr = self.topo.nr_nodes;
+        let group = self.tasks[t].numa.group;
         let p = &mut self.tasks[t].numa;
         let total = p.faults_locality[0] + p.faults_locality[1];
         let mut fault_types = [0u64; 2];
-        let mut max_faults = 0i64;
-        let mut max_nid = None;
+        let (mut max_faults, mut max_nid) = (0i64, None);
         for nid in 0..nr {
-            let mut faults = 0i64;
+            let (mut faults, mut group_faults) = (0i64, 0i64);
             for private in 0..2 {
                 let mem = task_faults_idx(nr, NUMA_MEM, nid, private);
                 let membuf = task_faults_idx(nr, NUMA_MEMBUF, nid, private);
@@ -56,12 +56,25 @@ impl Kernel {
                 p.faults[cpu] += f_diff;
                 p.total_faults += diff;
                 faults += p.faults[mem];
+                if let Some(g) = group {
+                    let ng = &mut self.numa_groups[g];
+                    ng.faults[mem] += diff;
+                    ng.faults[cpu] += f_diff;
+                    ng.total_faults += diff;
+                    group_faults += ng.faults[mem];
+                }
             }
-            if faults > max_faults {
-                max_faults = faults;
+            let f = if group.is_some() { group_faults } else { faults };
+            if f > max_faults {
+                max_faults = f;
                 max_nid = Some(nid);
             }
         }
+        if let Some(g) = group {
+            // preferred_group_nid: on a directly connected topology the busiest node stands
+            self.numa_groups[g].count_active_nodes(nr);
+        }
+        let p = &mut self.tasks[t].numa;
         if max_faults > 0 && max_nid != p.preferred_nid {
             // sched_setnuma
             p.preferred_nid = max_nid;
@@ -69,15 +82,19 @@ impl Kernel {
         self.update_task_scan_period(t, fault_types[0], fault_types[1]);
     }
 
-    /// Retry interval for moving toward the preferred node; the move itself arrives with issue 4.
+    /// Periodically try to move the task to its preferred node.
     // kernel/sched/fair.c: numa_migrate_preferred
     pub fn numa_migrate_preferred(&mut self, t: usize) {
         let p = &self.tasks[t].numa;
-        if p.preferred_nid.is_none() || p.faults.is_empty() {
+        let Some(pref) = p.preferred_nid else { return };
+        if p.faults.is_empty() {
             return;
         }
         let interval = (1_000_000_000u64).min(p.scan_period as u64 * 1_000_000 / 16);
         self.tasks[t].numa.migrate_retry = self.now + interval;
+        if self.task_node(t) != pref {
+            self.task_numa_migrate(t);
+        }
     }
 }
 

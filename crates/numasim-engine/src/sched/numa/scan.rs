@@ -41,16 +41,18 @@ impl Kernel {
         floor.max(scan as u32)
     }
 
-    // kernel/sched/fair.c: task_scan_max (no numa_group scaling until issue 4)
+    // kernel/sched/fair.c: task_scan_max (a group scales it by its size and shared share)
     pub fn task_scan_max(&self, t: usize) -> u32 {
         let smin = self.task_scan_min(t);
-        let smax = (self.cfg.sysctl.numa_balancing_scan_period_max_ms as u64 / self.task_nr_scan_windows(t)) as u32;
-        smin.max(smax)
+        let smax = self.cfg.sysctl.numa_balancing_scan_period_max_ms as u64 / self.task_nr_scan_windows(t);
+        let smax = smax.max(self.group_scan_scale(t, smax));
+        (smin as u64).max(smax).min(u32::MAX as u64) as u32
     }
 
-    // kernel/sched/fair.c: task_scan_start
+    // kernel/sched/fair.c: task_scan_start (not capped by task_scan_max)
     pub fn task_scan_start(&self, t: usize) -> u32 {
-        self.task_scan_min(t)
+        let smin = self.task_scan_min(t) as u64;
+        smin.max(self.group_scan_scale(t, smin)).min(u32::MAX as u64) as u32
     }
 
     /// Set up a new task's NUMA fields at fork/clone (spec §1.2).
