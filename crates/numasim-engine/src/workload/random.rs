@@ -531,7 +531,7 @@ mod tests {
             // the sampler peeks at every step and pops only some of the time, so pushes
             // land between a peek and the next pop
             let at = cal.peek().unwrap().0;
-            if rng.next_u64() % 3 == 0 {
+            if rng.next_u64().is_multiple_of(3) {
                 let e = cal.pop().unwrap();
                 assert_eq!(e.0, at, "pop returns what peek showed");
                 assert!(e.0 >= last, "events come out in order");
