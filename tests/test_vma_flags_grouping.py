@@ -23,16 +23,6 @@ EXPECTED = {
 TESTS = ["numa01", "numa01_THREAD_ALLOC", "numa02", "numa02_SMT"]
 
 
-def _xfs_supported() -> bool:
-    try:
-        numasim.resolve(vfg.to_toml(vfg.scenario("xfs_repair", "3.19")))
-    except numasim.ScenarioError as exc:
-        if "xfs_repair" in str(exc):
-            return False
-        raise
-    return True
-
-
 # ---------------------------------------------------------------- (a) scenarios
 
 
@@ -75,8 +65,6 @@ def test_scenarios_resolve_with_the_named_features():
 
 
 def test_xfs_repair_scenarios_resolve():
-    if not _xfs_supported():
-        pytest.skip("the engine does not know workload kind xfs_repair yet")
     for c in COLUMNS:
         numasim.resolve(vfg.to_toml(vfg.scenario("xfs_repair", c)))
 

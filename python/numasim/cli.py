@@ -179,10 +179,10 @@ def cmd_features(args) -> int:
     if args.json:
         print(json.dumps(feats, indent=1))
         return 0
-    rows = [[f["name"], f.get("since", ""), f.get("seed", ""),
+    rows = [[f["name"], f.get("since", ""), f.get("until", ""), f.get("seed", ""),
              "yes" if f.get("modelled") else "no", "on" if f.get("default") else "off",
              f.get("summary", "")] for f in feats]
-    print(_table(rows, ["name", "since", "seed", "modelled", "default", "summary"]))
+    print(_table(rows, ["name", "since", "until", "seed", "modelled", "default", "summary"]))
     return 0
 
 

@@ -24,6 +24,10 @@ macro_rules! features {
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
         #[repr(usize)]
         pub enum Feature { $( $id ),* }
+        impl Feature {
+            /// Every feature, in table order.
+            pub const ALL: &'static [Feature] = &[ $( Feature::$id ),* ];
+        }
         pub const FEATURES: &[FeatureInfo] = &[
             $( FeatureInfo { name: $name, since: $since, until: $until, seed: $seed, summary: $summary, modelled: $modelled, default: $default } ),*
         ];

@@ -2,7 +2,7 @@
 //! `since`/`until` in the feature table. A scenario starts from `[kernel] version` and may flip
 //! single features on top.
 
-use crate::features::{Feature, FeatureSet, FEATURES};
+use crate::features::{Feature, FeatureSet};
 
 /// The versions a scenario may name (docs/model.md has them as a table).
 pub const KERNEL_VERSIONS: &[&str] = &["3.19", "4.0-rc4", "4.0", "4.9", "5.12", "5.13", "6.1", "6.3", "6.4", "6.10", "6.12", "6.14"];
@@ -43,40 +43,18 @@ pub fn kernel_features(version: &str) -> Option<FeatureSet> {
         return None;
     }
     let v = version_key(version)?;
-    let all = (0..FEATURES.len()).map(|i| {
-        // Feature discriminants are the table indices
-        let f = ALL[i];
-        in_release(f, v)
-    });
-    Some(FeatureSet(all.collect()))
+    Some(FeatureSet(Feature::ALL.iter().map(|&f| in_release(f, v)).collect()))
 }
-
-/// Every feature, in table order.
-const ALL: &[Feature] = &[
-    Feature::NumaDelayMap,
-    Feature::NumaPreserveWrite,
-    Feature::NumaSlowscanOnMigrateFail,
-    Feature::GroupByVmaFlags,
-    Feature::GroupByPteDirty,
-    Feature::NumaMigrateRatelimit,
-    Feature::VmaNumabState,
-    Feature::TlbLazyCpumask,
-    Feature::MigrateBatchFlush,
-    Feature::MigrateSkipInaccessibleFlush,
-    Feature::NumaMthp,
-    Feature::NumaSkipPinned,
-    Feature::MmuNotifierRangeNuma,
-    Feature::KvmSkipPinnedZap,
-];
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::features::FEATURES;
 
     #[test]
     fn all_lists_every_feature_in_table_order() {
-        assert_eq!(ALL.len(), FEATURES.len());
-        for (i, f) in ALL.iter().enumerate() {
+        assert_eq!(Feature::ALL.len(), FEATURES.len());
+        for (i, f) in Feature::ALL.iter().enumerate() {
             assert_eq!(*f as usize, i);
         }
     }

@@ -130,17 +130,24 @@ impl Kernel {
 
 #[cfg(test)]
 mod tests {
+    use crate::kernel::Kernel;
     use crate::sched::numa::fault::{cpu_pid_to_cpupid, task_faults_idx, TNF_NO_GROUP};
     use crate::testutil::{small_kernel, thread};
+
+    /// Two threads of one process, without placement in between their faults.
+    fn two_threads() -> (Kernel, usize, usize) {
+        let mut k = small_kernel("");
+        let (a, b) = (thread(&k, 0), thread(&k, 1));
+        k.tasks[a].numa.migrate_retry = u64::MAX;
+        k.tasks[b].numa.migrate_retry = u64::MAX;
+        (k, a, b)
+    }
 
     /// kernel/sched/fair.c: task_numa_group — a shared fault whose last toucher is a running
     /// thread of the same process puts both in one group; the fault then counts as shared.
     #[test]
     fn threads_of_one_process_join_through_last_cpupid() {
-        let mut k = small_kernel("");
-        let (a, b) = (thread(&k, 0), thread(&k, 1));
-        k.tasks[a].numa.migrate_retry = u64::MAX;
-        k.tasks[b].numa.migrate_retry = u64::MAX;
+        let (mut k, a, b) = two_threads();
         // b faults first with a's stamp (a runs on its CPU): b creates its group, a has none
         let stamp_a = cpu_pid_to_cpupid(k.tasks[a].cpu, k.tasks[a].pid);
         k.task_numa_fault(b, stamp_a, 0, 1, 0);
@@ -163,9 +170,7 @@ mod tests {
     /// created or joined.
     #[test]
     fn no_group_faults_never_group() {
-        let mut k = small_kernel("");
-        let (a, b) = (thread(&k, 0), thread(&k, 1));
-        k.tasks[a].numa.migrate_retry = u64::MAX;
+        let (mut k, a, b) = two_threads();
         let stamp_b = cpu_pid_to_cpupid(k.tasks[b].cpu, k.tasks[b].pid);
         k.task_numa_fault(a, stamp_b, 0, 1, TNF_NO_GROUP);
         assert!(k.tasks[a].numa.group.is_none() && k.numa_groups.is_empty());
@@ -174,10 +179,7 @@ mod tests {
     /// The last toucher is no longer running on its CPU: nothing to join.
     #[test]
     fn no_join_when_last_toucher_is_not_running_there() {
-        let mut k = small_kernel("");
-        let (a, b) = (thread(&k, 0), thread(&k, 1));
-        k.tasks[a].numa.migrate_retry = u64::MAX;
-        k.tasks[b].numa.migrate_retry = u64::MAX;
+        let (mut k, a, b) = two_threads();
         let stamp_a = cpu_pid_to_cpupid(k.tasks[a].cpu, k.tasks[a].pid);
         k.task_numa_fault(b, stamp_a, 0, 1, 0);
         // a stamp naming b's pid on a's CPU: the task there is a, pid bits differ

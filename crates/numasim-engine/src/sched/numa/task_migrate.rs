@@ -121,11 +121,8 @@ impl Kernel {
             }
         }
         if group.is_some() {
-            // a group settles where a CPU was found (or stays) rather than on a busy node
-            let nid = env.best_cpu.map_or(src_nid, |c| self.cpu_node(c));
-            if Some(nid) != self.tasks[t].numa.preferred_nid {
-                self.tasks[t].numa.preferred_nid = Some(nid);
-            }
+            // a grouped task prefers the node where a CPU was found (or stays), not a busy one
+            self.tasks[t].numa.preferred_nid = Some(env.best_cpu.map_or(src_nid, |c| self.cpu_node(c)));
         }
         if let Some(dst_cpu) = env.best_cpu {
             self.numa_moves.push(NumaMove { p: t, src_cpu, dst_cpu, swap: env.best_task });
