@@ -17,11 +17,11 @@ pub mod scenario;
 pub mod sched;
 pub mod sim;
 pub mod simulation;
+#[cfg(test)]
+pub mod testutil;
 pub mod topology;
 pub mod vmstat;
 pub mod workload;
-#[cfg(test)]
-pub mod testutil;
 
 pub use error::{Error, Result, ScenarioProblem};
 pub use result::RunResult;

@@ -145,7 +145,14 @@ impl RunResult {
             .filter(|&t| k.tasks[t].sum_exec_runtime > 0)
             .map(|t| {
                 let p = &k.tasks[t];
-                TaskResult { pid: p.pid, tgid: p.tgid, node: k.topo.cpu_node[p.cpu], preferred_nid: p.numa.preferred_nid, numa_group: p.numa.group.map(|g| k.numa_groups[g].gid), mem_node: p.mem_node_at_exit.or_else(|| sweep_mem_node(k, t)) }
+                TaskResult {
+                    pid: p.pid,
+                    tgid: p.tgid,
+                    node: k.topo.cpu_node[p.cpu],
+                    preferred_nid: p.numa.preferred_nid,
+                    numa_group: p.numa.group.map(|g| k.numa_groups[g].gid),
+                    mem_node: p.mem_node_at_exit.or_else(|| sweep_mem_node(k, t)),
+                }
             })
             .collect();
         RunResult {
@@ -189,11 +196,13 @@ impl RunResult {
         let processes: Vec<Value> = self
             .processes
             .iter()
-            .map(|p| json!({"pid": p.pid, "comm": p.comm, "workload": p.workload, "threads": p.threads,
+            .map(|p| {
+                json!({"pid": p.pid, "comm": p.comm, "workload": p.workload, "threads": p.threads,
                             "elapsed_s": p.elapsed_s, "user_s": p.user_s, "system_s": p.system_s,
                             "accesses": p.accesses, "throughput_aps": p.throughput_aps,
                             "migration_wait_s": p.migration_wait_s,
-                            "latency_hist": latency_json(&p.latency_hist)}))
+                            "latency_hist": latency_json(&p.latency_hist)})
+            })
             .collect();
         json!({
             "numasim_version": env!("CARGO_PKG_VERSION"),

@@ -30,16 +30,7 @@ impl Simulation {
             w.build(&mut k, i, &mut rng);
         }
         let sample_ns = s.run.sample_interval_ms * 1_000_000;
-        let mut sim = Simulation {
-            k,
-            scenario: s.clone(),
-            tick_no: 0,
-            max_ns: (s.run.max_sim_s * 1e9) as u64,
-            sample_ns,
-            next_sample: sample_ns,
-            samples: Samples::default(),
-            done: false,
-        };
+        let mut sim = Simulation { k, scenario: s.clone(), tick_no: 0, max_ns: (s.run.max_sim_s * 1e9) as u64, sample_ns, next_sample: sample_ns, samples: Samples::default(), done: false };
         sim.samples.record(&sim.k);
         Ok(sim)
     }
@@ -58,9 +49,7 @@ impl Simulation {
             return Ok(false);
         }
         let k = &mut self.k;
-        let roots: Vec<usize> = (0..k.tasks.len())
-            .filter(|&t| k.tasks[t].state == TaskState::NotStarted && k.tasks[t].parent.is_none() && k.tasks[t].start_ns <= k.now)
-            .collect();
+        let roots: Vec<usize> = (0..k.tasks.len()).filter(|&t| k.tasks[t].state == TaskState::NotStarted && k.tasks[t].parent.is_none() && k.tasks[t].start_ns <= k.now).collect();
         for t in roots {
             k.wake_up_new_task(t);
         }

@@ -36,9 +36,7 @@ impl Topology {
             }
             core_base += c / smt;
         }
-        let cpu_siblings = (0..cpu_node.len())
-            .map(|c| node_cpus[cpu_node[c]].iter().copied().filter(|&s| s != c && cpu_core[s] == cpu_core[c]).collect())
-            .collect();
+        let cpu_siblings = (0..cpu_node.len()).map(|c| node_cpus[cpu_node[c]].iter().copied().filter(|&s| s != c && cpu_core[s] == cpu_core[c]).collect()).collect();
         let nr_nodes = cpus_per_node.len();
         let zonelist = (0..nr_nodes)
             .map(|from| {

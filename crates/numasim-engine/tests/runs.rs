@@ -85,9 +85,7 @@ fn runs_are_deterministic() {
 fn every_autonuma_variant_completes() {
     for kind in numasim_engine::workload::autonuma::KINDS {
         for balancing in [false, true] {
-            let text = format!(
-                "[machine]\ncpus_per_node = 8\nsmt = 2\n[kernel]\nnuma_balancing = {balancing}\n[[workload]]\nkind = \"{kind}\"\nsize_mib = 128\npasses = 40\n"
-            );
+            let text = format!("[machine]\ncpus_per_node = 8\nsmt = 2\n[kernel]\nnuma_balancing = {balancing}\n[[workload]]\nkind = \"{kind}\"\nsize_mib = 128\npasses = 40\n");
             let r = run_toml(&text);
             assert!(r.elapsed_s > 0.0, "{kind}");
             if !balancing {
@@ -139,7 +137,6 @@ fn random_scenarios_never_panic() {
     }
     assert!(ran >= 20 && refused >= 5, "ran {ran}, refused {refused}");
 }
-
 
 fn cost_table(n: usize) -> String {
     let m = |l: f64, r: f64| format!("[{}]", (0..n).map(|a| format!("[{}]", (0..n).map(|b| if a == b { l } else { r }.to_string()).collect::<Vec<_>>().join(", "))).collect::<Vec<_>>().join(", "));

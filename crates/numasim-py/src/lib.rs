@@ -25,11 +25,7 @@ fn enter_engine<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T, Error> + 
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(Failure::Engine(e)),
         Err(payload) => {
-            let msg = payload
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
+            let msg = payload.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| payload.downcast_ref::<String>().cloned()).unwrap_or_else(|| "unknown panic".into());
             Err(Failure::Panic(msg))
         }
     })

@@ -57,12 +57,7 @@ pub struct Sysctl {
 impl Default for Sysctl {
     // kernel/sched/fair.c: sysctl_numa_balancing_scan_* defaults
     fn default() -> Self {
-        Sysctl {
-            numa_balancing_scan_delay_ms: 1000,
-            numa_balancing_scan_period_min_ms: 1000,
-            numa_balancing_scan_period_max_ms: 60000,
-            numa_balancing_scan_size_mb: 256,
-        }
+        Sysctl { numa_balancing_scan_delay_ms: 1000, numa_balancing_scan_period_min_ms: 1000, numa_balancing_scan_period_max_ms: 60000, numa_balancing_scan_size_mb: 256 }
     }
 }
 

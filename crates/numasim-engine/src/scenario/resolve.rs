@@ -64,11 +64,7 @@ fn merge_machine_profile(value: &mut toml::Value) -> Result<()> {
     };
     let Some(text) = machine_profile_toml(&name) else {
         let known = super::machine_profile_names().join(", ");
-        return Err(Error::scenario(
-            "machine.profile",
-            "invalid_value",
-            format!("unknown machine profile `{name}`, expected one of {known}"),
-        ));
+        return Err(Error::scenario("machine.profile", "invalid_value", format!("unknown machine profile `{name}`, expected one of {known}")));
     };
     let mut base: toml::Value = toml::from_str(text).expect("built-in profiles parse");
     deep_merge(&mut base, machine.clone());
@@ -193,12 +189,7 @@ fn resolve_machine(raw: Option<RawMachine>, p: &mut Problems) -> Option<Machine>
         return None;
     }
     let topology = Topology::build(&cpus?, smt as usize, mem?, distances);
-    Some(Machine {
-        name: m.name.or(m.profile).unwrap_or_else(|| "custom".into()),
-        description: m.description.unwrap_or_default(),
-        topology,
-        cost: cost?,
-    })
+    Some(Machine { name: m.name.or(m.profile).unwrap_or_else(|| "custom".into()), description: m.description.unwrap_or_default(), topology, cost: cost? })
 }
 
 fn check_cost(c: &crate::cost::CostProfile, nodes: usize, p: &mut Problems) {
@@ -214,11 +205,7 @@ fn check_cost(c: &crate::cost::CostProfile, nodes: usize, p: &mut Problems) {
     if c.node_bandwidth_gibps.len() != nodes {
         p.push(ScenarioProblem::new("machine.cost.node_bandwidth_gibps", "impossible_topology", format!("needs {nodes} entries")));
     }
-    let positive = [
-        ("smt_share", c.smt_share),
-        ("interconnect_gibps", c.interconnect_gibps),
-        ("page_copy_gibps", c.page_copy_gibps),
-    ];
+    let positive = [("smt_share", c.smt_share), ("interconnect_gibps", c.interconnect_gibps), ("page_copy_gibps", c.page_copy_gibps)];
     for (name, v) in positive.into_iter().chain(c.node_bandwidth_gibps.iter().map(|&v| ("node_bandwidth_gibps", v))) {
         if !(v > 0.0 && v.is_finite()) {
             p.push(ScenarioProblem::new(format!("machine.cost.{name}"), "invalid_value", format!("must be positive, got {v}")));
@@ -312,11 +299,7 @@ fn resolve_workloads(raw: Option<Vec<RawWorkload>>, topo: &Topology, p: &mut Pro
     let need: u64 = specs.iter().map(|s| s.footprint_pages()).sum();
     let have: u64 = topo.node_pages.iter().sum();
     if need > have {
-        p.push(ScenarioProblem::new(
-            "workload",
-            "exceeds_machine_memory",
-            format!("workloads need {:.1} GiB but the machine has {:.1} GiB", need as f64 / 262144.0, have as f64 / 262144.0),
-        ));
+        p.push(ScenarioProblem::new("workload", "exceeds_machine_memory", format!("workloads need {:.1} GiB but the machine has {:.1} GiB", need as f64 / 262144.0, have as f64 / 262144.0)));
     }
     specs
 }

@@ -13,10 +13,18 @@ use crate::topology::{Topology, MAX_NODES};
 use serde::Serialize;
 
 pub const KINDS: &[&str] = &[
-    "numa01", "numa01_HARD_BIND", "numa01_INVERSE_BIND",
-    "numa01_THREAD_ALLOC", "numa01_THREAD_ALLOC_HARD_BIND", "numa01_THREAD_ALLOC_INVERSE_BIND",
-    "numa02", "numa02_HARD_BIND", "numa02_INVERSE_BIND",
-    "numa02_SMT", "numa02_SMT_HARD_BIND", "numa02_SMT_INVERSE_BIND",
+    "numa01",
+    "numa01_HARD_BIND",
+    "numa01_INVERSE_BIND",
+    "numa01_THREAD_ALLOC",
+    "numa01_THREAD_ALLOC_HARD_BIND",
+    "numa01_THREAD_ALLOC_INVERSE_BIND",
+    "numa02",
+    "numa02_HARD_BIND",
+    "numa02_INVERSE_BIND",
+    "numa02_SMT",
+    "numa02_SMT_HARD_BIND",
+    "numa02_SMT_INVERSE_BIND",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -4,11 +4,11 @@
 use super::Op;
 use crate::cost::PAGE_SIZE;
 use crate::kernel::Kernel;
-use crate::mm::pgtable::BLOCK_PAGES;
-use crate::sched::task::{SweepState, TaskState};
 use crate::mm::migrate::{MigrateMode, NR_MAX_BATCHED_MIGRATION};
+use crate::mm::pgtable::BLOCK_PAGES;
 use crate::mm::pgtable::NO_NODE;
 use crate::mm::rmap::PageRef;
+use crate::sched::task::{SweepState, TaskState};
 use crate::topology::MAX_NODES;
 
 /// Which pages a migration system call moves.

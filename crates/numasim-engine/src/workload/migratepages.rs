@@ -38,15 +38,7 @@ impl MigratePagesSpec {
             bad("to", "must differ from `from`".into());
         }
         let (loops, interval_s, start_s) = check_loops(w, &mut bad);
-        (p.len() == start).then(|| MigratePagesSpec {
-            kind: w.kind.clone(),
-            target,
-            from: from as usize,
-            to: to as usize,
-            loops,
-            interval_s,
-            start_s,
-        })
+        (p.len() == start).then(|| MigratePagesSpec { kind: w.kind.clone(), target, from: from as usize, to: to as usize, loops, interval_s, start_s })
     }
 
     pub fn build(&self, k: &mut Kernel, index: usize) {
@@ -93,16 +85,7 @@ impl MovePagesSpec {
             bad("first_mib", "first_mib >= 0 and size_mib >= 1 (MiB)".into());
         }
         let (loops, interval_s, start_s) = check_loops(w, &mut bad);
-        (p.len() == start).then(|| MovePagesSpec {
-            kind: w.kind.clone(),
-            target,
-            node: node as usize,
-            first_mib: first as u64,
-            size_mib: w.size_mib.map(|s| s as u64),
-            loops,
-            interval_s,
-            start_s,
-        })
+        (p.len() == start).then(|| MovePagesSpec { kind: w.kind.clone(), target, node: node as usize, first_mib: first as u64, size_mib: w.size_mib.map(|s| s as u64), loops, interval_s, start_s })
     }
 
     pub fn build(&self, k: &mut Kernel, index: usize) {

@@ -104,11 +104,7 @@ pub fn resolve(w: &RawWorkload, i: usize, nr_workloads: usize, topo: &Topology, 
         _ => {
             let mut kinds: Vec<&str> = autonuma::KINDS.to_vec();
             kinds.extend(["memory_eater", "migratepages", "move_pages", "pmbench", "xfs_repair"]);
-            p.push(ScenarioProblem::new(
-                format!("workload[{i}].kind"),
-                "invalid_value",
-                format!("unknown workload kind `{}`, expected one of {}", w.kind, kinds.join(", ")),
-            ));
+            p.push(ScenarioProblem::new(format!("workload[{i}].kind"), "invalid_value", format!("unknown workload kind `{}`, expected one of {}", w.kind, kinds.join(", "))));
             None
         }
     }
@@ -118,11 +114,7 @@ pub fn resolve(w: &RawWorkload, i: usize, nr_workloads: usize, topo: &Topology, 
 pub fn reject_keys(w: &RawWorkload, i: usize, allowed: &[&str], p: &mut Vec<ScenarioProblem>) {
     for key in w.given() {
         if !allowed.contains(&key) {
-            p.push(ScenarioProblem::new(
-                format!("workload[{i}].{key}"),
-                "unknown_key",
-                format!("`{key}` does not apply to a `{}` workload (it takes {})", w.kind, allowed.join(", ")),
-            ));
+            p.push(ScenarioProblem::new(format!("workload[{i}].{key}"), "unknown_key", format!("`{key}` does not apply to a `{}` workload (it takes {})", w.kind, allowed.join(", "))));
         }
     }
 }

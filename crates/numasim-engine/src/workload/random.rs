@@ -96,11 +96,7 @@ impl Calendar {
     /// The earliest event of the buckets after the current one.
     fn look_ahead(&mut self) -> Option<(u64, Event)> {
         if self.next.is_none() {
-            let key = if self.in_ring > 0 {
-                (self.current_key + 1..self.current_key + RING).find(|&k| !self.ring[(k % RING) as usize].is_empty())?
-            } else {
-                *self.far.keys().next()?
-            };
+            let key = if self.in_ring > 0 { (self.current_key + 1..self.current_key + RING).find(|&k| !self.ring[(k % RING) as usize].is_empty())? } else { *self.far.keys().next()? };
             let bucket = if self.in_ring > 0 { &self.ring[(key % RING) as usize] } else { &self.far[&key] };
             self.next = bucket.iter().min().map(|&m| (key, m));
         }

@@ -1,8 +1,8 @@
 //! Hint-fault bookkeeping on the scheduler side (kernel/sched/fair.c) and the cpupid helpers
 //! (include/linux/mm.h).
 
-use crate::features::Feature;
 use super::group::ACTIVE_NODE_FRACTION;
+use crate::features::Feature;
 use crate::kernel::Kernel;
 use crate::mm::pgtable::CPUPID_UNSET;
 
@@ -67,7 +67,7 @@ impl Kernel {
             return true; // private
         }
         let Some(g) = self.tasks[t].numa.group else { return true }; // shared, no group yet
-        // shared within a group: move toward where the group's CPUs are
+                                                                     // shared within a group: move toward where the group's CPUs are
         let (nr, ng) = (self.topo.nr_nodes, &self.numa_groups[g]);
         let (cpu_dst, cpu_src) = (ng.faults_cpu(nr, dst_nid), ng.faults_cpu(nr, src_nid));
         if cpu_dst > cpu_src * ACTIVE_NODE_FRACTION {

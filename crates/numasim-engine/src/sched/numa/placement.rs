@@ -12,11 +12,8 @@ impl Kernel {
         let now = self.now;
         let p = &mut self.tasks[t];
         let runtime = p.sum_exec_runtime;
-        let (delta, period) = if p.numa.last_task_numa_placement != 0 {
-            (runtime - p.numa.last_sum_exec_runtime, now.saturating_sub(p.numa.last_task_numa_placement))
-        } else {
-            (LOAD_AVG_MAX, LOAD_AVG_MAX)
-        };
+        let (delta, period) =
+            if p.numa.last_task_numa_placement != 0 { (runtime - p.numa.last_sum_exec_runtime, now.saturating_sub(p.numa.last_task_numa_placement)) } else { (LOAD_AVG_MAX, LOAD_AVG_MAX) };
         p.numa.last_sum_exec_runtime = runtime;
         p.numa.last_task_numa_placement = now;
         (delta, period)

@@ -51,11 +51,7 @@ impl Kernel {
     fn update_numa_stats(&self, nid: usize) -> NodeStats {
         let cpus = &self.topo.node_cpus[nid];
         let busy = |c: usize| !self.cpus[c].rq.is_empty() || self.numa_moves.iter().any(|m| m.dst_cpu == c);
-        NodeStats {
-            nr_running: cpus.iter().map(|&c| self.cpus[c].rq.len() as i64).sum(),
-            capacity: cpus.len() as i64,
-            idle_cpu: cpus.iter().copied().find(|&c| !busy(c)),
-        }
+        NodeStats { nr_running: cpus.iter().map(|&c| self.cpus[c].rq.len() as i64).sum(), capacity: cpus.len() as i64, idle_cpu: cpus.iter().copied().find(|&c| !busy(c)) }
     }
 
     /// 1000 * the task's memory faults on `nid` / its total (task_weight).
@@ -98,7 +94,8 @@ impl Kernel {
         if self.numa_moves.iter().any(|m| m.p == t || m.swap == Some(t)) {
             return;
         }
-        let mut env = Env { p: t, src_cpu, src_nid, dst_nid: pref, dst_cpu: src_cpu, src: self.update_numa_stats(src_nid), dst: self.update_numa_stats(pref), best_task: None, best_imp: 0, best_cpu: None };
+        let mut env =
+            Env { p: t, src_cpu, src_nid, dst_nid: pref, dst_cpu: src_cpu, src: self.update_numa_stats(src_nid), dst: self.update_numa_stats(pref), best_task: None, best_imp: 0, best_cpu: None };
         let (taskweight, groupweight) = (self.task_weight(t, src_nid), self.group_weight(t, src_nid));
         let taskimp = self.task_weight(t, pref) - taskweight;
         let groupimp = self.group_weight(t, pref) - groupweight;
