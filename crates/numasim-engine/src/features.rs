@@ -55,7 +55,7 @@ features! {
         "migrate_pages() unmaps up to 512 pages, flushes the TLB once, then copies and remaps"),
     MigrateSkipInaccessibleFlush = ("migrate-skip-inaccessible-flush", "6.4", "", "4d4b6d66db63", true, true,
         "the batched unmap skips the deferred flush when the PTE is not accessible"),
-    NumaMthp = ("numa-mthp", "6.10", "", "001", false, true,
+    NumaMthp = ("numa-mthp", "6.10", "", "001", true, true,
         "NUMA balancing scans and migrates PTE-mapped multi-size THP"),
     NumaSkipPinned = ("numa-skip-pinned", "", "", "004 (patch 2/3, RFC 2023)", false, false,
         "change_prot_numa leaves maybe-DMA-pinned pages accessible"),

@@ -37,6 +37,9 @@ pub fn check_mm(k: &Kernel, mm: usize) -> Result<()> {
         if v.pt.recount() != v.pt.blocks {
             return Err(fail(k, "block_summaries", format!("mm {} vma {vi}: block summary differs from pages", m.tgid)));
         }
+        if !v.pt.pmd_blocks_whole() {
+            return Err(fail(k, "pmd_thp_whole", format!("mm {} vma {vi}: a PMD-mapped block is not one uniform order-9 folio", m.tgid)));
+        }
         for b in &v.pt.blocks {
             for (n, c) in per_node.iter_mut().enumerate() {
                 *c += b.node[n] as u64;

@@ -33,6 +33,9 @@ pub struct SimEvents {
     pub migrations: u64,
 }
 
+/// RNG stream of the allocator's fragmentation draws (see simulation.rs for the others).
+const RNG_FRAGMENTATION: u64 = 2;
+
 pub struct Kernel {
     pub topo: Topology,
     pub cost: CostProfile,
@@ -59,6 +62,13 @@ pub struct Kernel {
     pub numa_groups: Vec<crate::sched::numa::group::NumaGroup>,
     /// NUMA task moves decided this tick, applied at its end.
     pub numa_moves: Vec<crate::sched::numa::task_migrate::NumaMove>,
+    /// Chance that a no-compaction PMD-order allocation finds no free block (machine.fragmentation).
+    pub fragmentation: f64,
+    pub frag_rng: crate::sim::rng::Rng,
+    /// Per-order anon_fault_alloc / anon_fault_fallback (hugepages-<size>kB/stats).
+    pub mthp_stats: [[u64; 2]; 10],
+    /// NUMA migrations of each large folio ever migrated, by (mm, vma, head).
+    pub folio_migrations: std::collections::HashMap<(usize, usize, u64), u32>,
 }
 
 impl Kernel {
@@ -84,6 +94,10 @@ impl Kernel {
             samplers: Vec::new(),
             numa_groups: Vec::new(),
             numa_moves: Vec::new(),
+            fragmentation: s.machine.fragmentation,
+            frag_rng: crate::sim::rng::Rng::new(s.seed, RNG_FRAGMENTATION),
+            mthp_stats: [[0; 2]; 10],
+            folio_migrations: Default::default(),
         }
     }
 

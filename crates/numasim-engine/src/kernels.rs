@@ -5,7 +5,7 @@
 use crate::features::{Feature, FeatureSet};
 
 /// The versions a scenario may name (docs/model.md has them as a table).
-pub const KERNEL_VERSIONS: &[&str] = &["3.19", "4.0-rc4", "4.0", "4.9", "5.12", "5.13", "6.1", "6.3", "6.4", "6.10", "6.12", "6.14"];
+pub const KERNEL_VERSIONS: &[&str] = &["3.19", "4.0-rc4", "4.0", "4.9", "5.12", "5.13", "6.1", "6.3", "6.4", "6.9", "6.10", "6.12", "6.14"];
 
 /// The version whose feature set is the engine's default.
 pub const DEFAULT_VERSION: &str = "6.12";
@@ -27,7 +27,9 @@ pub fn version_key(v: &str) -> Option<(u32, u32, u32, u32)> {
 /// Whether mainline release `v` has the feature, from its `since`/`until` columns.
 fn in_release(f: Feature, v: (u32, u32, u32, u32)) -> bool {
     let info = f.info();
-    let Some(since) = version_key(info.since) else { return false };
+    let Some(since) = version_key(info.since) else {
+        return false;
+    };
     let before_until = version_key(info.until).is_none_or(|u| v < u);
     if f == Feature::NumaPreserveWrite && v < since {
         // _PAGE_NUMA hinting kept the write bit until 4.0-rc1 switched to PROT_NONE

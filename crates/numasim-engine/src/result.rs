@@ -92,6 +92,37 @@ pub struct RunResult {
     pub nr_cpus: usize,
     pub nr_nodes: usize,
     pub events: (u64, u64, u64),
+    /// Per mTHP size (hugepages-<size>kB/stats): (size name, anon_fault_alloc, anon_fault_fallback).
+    pub mthp: Vec<(String, u64, u64)>,
+    pub folios: FolioMigrations,
+}
+
+/// How often NUMA balancing moved each large folio it moved (false sharing makes folios ping-pong).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FolioMigrations {
+    /// Large folios migrated at least once.
+    pub folios: u64,
+    pub migrations: u64,
+    pub max: u32,
+    /// Folios by migrations in power-of-two buckets: [1], [2,3], [4,7], ...
+    pub hist: Vec<u64>,
+}
+
+impl FolioMigrations {
+    fn collect(k: &Kernel) -> Self {
+        let mut f = FolioMigrations::default();
+        for &n in k.folio_migrations.values() {
+            f.folios += 1;
+            f.migrations += n as u64;
+            f.max = f.max.max(n);
+            let b = (31 - n.leading_zeros()) as usize;
+            if f.hist.len() <= b {
+                f.hist.resize(b + 1, 0);
+            }
+            f.hist[b] += 1;
+        }
+        f
+    }
 }
 
 /// The histogram kept by a process's sampler, also after the process exited.
@@ -171,6 +202,11 @@ impl RunResult {
             nr_cpus: k.topo.nr_cpus(),
             nr_nodes: k.topo.nr_nodes,
             events: (k.events.pte_updates, k.events.hint_faults, k.events.migrations),
+            mthp: crate::mm::huge_memory::ANON_ORDERS
+                .filter(|&o| k.mthp_stats[o as usize] != [0, 0])
+                .map(|o| (crate::mm::huge_memory::size_name(o), k.mthp_stats[o as usize][0], k.mthp_stats[o as usize][1]))
+                .collect(),
+            folios: FolioMigrations::collect(k),
         }
     }
 
@@ -216,6 +252,9 @@ impl RunResult {
             "tasks": self.tasks.iter().map(|t| json!({"pid": t.pid, "tgid": t.tgid, "node": t.node, "preferred_nid": t.preferred_nid,
                                                       "numa_group": t.numa_group, "mem_node": t.mem_node})).collect::<Vec<_>>(),
             "series": {"vmstat": vmstat, "memory": memory},
+            "mthp": self.mthp.iter().map(|(size, a, f)| (format!("hugepages-{size}"), json!({"anon_fault_alloc": a, "anon_fault_fallback": f}))).collect::<Map<String, Value>>(),
+            "folio_migrations": {"folios": self.folios.folios, "migrations": self.folios.migrations, "max": self.folios.max,
+                                 "hist_min": (0..self.folios.hist.len()).map(|b| 1u64 << b).collect::<Vec<_>>(), "hist": self.folios.hist},
             "sim": {"ticks": self.ticks, "nr_cpus": self.nr_cpus, "nr_nodes": self.nr_nodes,
                     "events": {"pte_updates": self.events.0, "hint_faults": self.events.1, "migrations": self.events.2}},
         })

@@ -39,7 +39,12 @@ threads = 4
 
 /// A kernel whose threads are running (one per CPU) after the main thread's first touch.
 pub fn small_kernel(extra: &str) -> Kernel {
-    let s = parse_scenario(&format!("{extra}\n{SMALL}")).expect("fixture parses");
+    small_kernel_from(&format!("{extra}\n{SMALL}"))
+}
+
+/// As `small_kernel`, from a whole scenario text (SMALL edited).
+pub fn small_kernel_from(text: &str) -> Kernel {
+    let s = parse_scenario(text).expect("fixture parses");
     let mut sim = Simulation::new(&s).expect("builds");
     // run until the 4 threads are on CPUs
     while sim.k.tasks.iter().filter(|t| t.runnable() && t.parent.is_some()).count() < 4 {

@@ -17,6 +17,8 @@ vm_events! {
     NumaPagesMigrated = "numa_pages_migrated",
     PgmigrateSuccess = "pgmigrate_success",
     PgmigrateFail = "pgmigrate_fail",
+    ThpFaultAlloc = "thp_fault_alloc",
+    ThpFaultFallback = "thp_fault_fallback",
     ThpMigrationSuccess = "thp_migration_success",
     ThpMigrationFail = "thp_migration_fail",
     ThpMigrationSplit = "thp_migration_split",

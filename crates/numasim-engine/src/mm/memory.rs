@@ -4,33 +4,48 @@
 
 use crate::features::Feature;
 use crate::kernel::Kernel;
+use crate::mm::huge_memory::HPAGE_PMD_ORDER;
 use crate::mm::pgtable::{PTE_DIRTY, PTE_WRITE};
 use crate::mm::types::VM_WRITE;
 use crate::sched::numa::fault::{TNF_FAULT_LOCAL, TNF_MIGRATED, TNF_MIGRATE_FAIL, TNF_NO_GROUP};
 use crate::vmstat::VmEvent;
 
 impl Kernel {
-    /// First touch of an anonymous page: allocate under the VMA's or task's policy and zero it.
+    /// First touch of an anonymous page: allocate a folio (a THP or mTHP where the VMA and the
+    /// sysfs settings allow, else a base page) under the VMA's or task's policy and zero it.
     // mm/memory.c: do_anonymous_page
     pub fn do_anonymous_page(&mut self, t: usize, vma: usize, idx: u64) -> Option<f64> {
         let (mm, cpu) = (self.tasks[t].mm, self.tasks[t].cpu);
-        let pol = self.mms[mm].vmas[vma].policy.unwrap_or(self.tasks[t].policy);
-        let Some(node) = self.alloc_page(&pol, cpu) else {
-            self.oom = Some(format!("no free page for pid {} (policy {:?})", self.tasks[t].pid, pol.mode));
-            return None;
+        let (head, order, node) = match self.alloc_anon_folio(t, vma, idx) {
+            Some(f) => f,
+            None => {
+                let pol = self.mms[mm].vmas[vma].policy.unwrap_or(self.tasks[t].policy);
+                let Some(node) = self.alloc_page(&pol, cpu) else {
+                    self.oom = Some(format!("no free page for pid {} (policy {:?})", self.tasks[t].pid, pol.mode));
+                    return None;
+                };
+                (idx, 0, node)
+            }
         };
+        let nr = 1u64 << order;
         let m = &mut self.mms[mm];
-        m.vmas[vma].pt.populate(idx, node, PTE_WRITE | PTE_DIRTY);
-        m.node_pages[node] += 1;
-        self.sampler_populated(mm, vma, idx, node);
+        m.vmas[vma].pt.populate_folio(head, order, node, PTE_WRITE | PTE_DIRTY, order == HPAGE_PMD_ORDER);
+        m.node_pages[node] += nr;
+        for i in head..head + nr {
+            self.sampler_populated(mm, vma, i, node);
+        }
         self.count(VmEvent::Pgfault, 1);
-        Some(self.cost.fault_entry_exit_ns + self.cost.clear_page_ns)
+        Some(self.cost.fault_entry_exit_ns + self.cost.clear_page_ns * nr as f64)
     }
 
     /// Write to a present read-only PTE of an exclusive anonymous page: reuse it, no copy.
+    /// A PMD-mapped THP is made writable whole.
     // mm/memory.c: do_wp_page (wp_page_reuse)
     pub fn do_wp_page(&mut self, t: usize, vma: usize, idx: u64) -> f64 {
         let mm = self.tasks[t].mm;
+        if self.mms[mm].vmas[vma].pt.pmd_mapped(idx) {
+            return self.do_huge_pmd_wp_page(t, vma, idx);
+        }
         self.mms[mm].vmas[vma].pt.make_writable(idx);
         self.count(VmEvent::Pgfault, 1);
         self.cost.fault_entry_exit_ns
@@ -58,15 +73,16 @@ impl Kernel {
     // mm/memory.c: do_numa_page (the race described in b99a342d4f11)
     pub fn racing_numa_fault(&mut self, other: usize, vma: usize, idx: u64, writable: bool) -> f64 {
         let (mm, cpu) = (self.tasks[other].mm, self.tasks[other].cpu);
-        let nid = self.mms[mm].vmas[vma].pt.node[idx as usize] as usize;
-        let last_cpupid = self.mms[mm].vmas[vma].pt.cpupid[idx as usize];
+        let (head, nr) = self.mms[mm].vmas[vma].pt.folio(idx);
+        let nid = self.mms[mm].vmas[vma].pt.node[head as usize] as usize;
+        let last_cpupid = self.mms[mm].vmas[vma].pt.cpupid[head as usize];
         self.vma_set_access_pid_bit(mm, vma, self.tasks[other].pid);
         let flags = TNF_MIGRATE_FAIL | self.count_hint_fault(nid, cpu);
-        self.mms[mm].vmas[vma].pt.make_present(idx, writable);
+        self.numa_rebuild_mapping(mm, vma, head, nr, writable);
         let cost = self.cost.fault_entry_exit_ns + self.cost.hint_fault_ns;
         self.tasks[other].sys_ns += cost;
         self.tasks[other].sys_debt_ns += cost;
-        self.task_numa_fault(other, last_cpupid, nid, 1, flags);
+        self.task_numa_fault(other, last_cpupid, nid, nr, flags);
         0.0
     }
 
@@ -85,8 +101,21 @@ impl Kernel {
         }
     }
 
-    /// NUMA hinting fault on a PROT_NONE PTE (v6.11+ shape; spec §2.2, §2.6).
-    // mm/memory.c: do_numa_page
+    /// Restore the PROT_NONE PTEs of the folio at [head, head + nr): one PTE for a base page,
+    /// every PTE of a large folio (numa_rebuild_large_mapping), the PMD of a THP.
+    // mm/memory.c: numa_rebuild_single_mapping / numa_rebuild_large_mapping
+    fn numa_rebuild_mapping(&mut self, mm: usize, vma: usize, head: u64, nr: u64, write: bool) {
+        let pt = &mut self.mms[mm].vmas[vma].pt;
+        for i in head..head + nr {
+            if pt.protnone(i) {
+                pt.make_present(i, write);
+            }
+        }
+    }
+
+    /// NUMA hinting fault on a PROT_NONE PTE or PMD (v6.11+ shape; spec §2.2, §2.6-§2.8): a
+    /// large folio is handled whole, one hint fault for all its pages.
+    // mm/memory.c: do_numa_page; mm/huge_memory.c: do_huge_pmd_numa_page
     pub fn do_numa_page(&mut self, t: usize, vma: usize, idx: u64) -> f64 {
         let (mm, cpu) = (self.tasks[t].mm, self.tasks[t].cpu);
         let this_node = self.cpu_node(cpu);
@@ -94,34 +123,46 @@ impl Kernel {
         // can_change_pte_writable: private writable VMA, exclusive anonymous page
         let writable = self.mms[mm].vmas[vma].flags & VM_WRITE != 0;
         let preserve = self.feature(Feature::NumaPreserveWrite);
+        let (head, nr) = self.mms[mm].vmas[vma].pt.folio(idx);
+        let pmd = self.mms[mm].vmas[vma].pt.pmd_mapped(idx);
+        if nr > 1 && !pmd && !self.feature(Feature::NumaMthp) {
+            // <= v6.9: "TODO: handle PTE-mapped THP" -> out_map, before any NUMA accounting
+            self.count(VmEvent::Pgfault, 1);
+            self.mms[mm].vmas[vma].pt.make_present(idx, writable && preserve);
+            return sys;
+        }
+        if nr > 1 {
+            sys += self.cost.pte_update_ns * nr as f64;
+        }
         let mut flags = 0;
         if self.numa_no_group(mm, vma, idx, writable && preserve) {
             flags |= TNF_NO_GROUP;
         }
-        let nid = self.mms[mm].vmas[vma].pt.node[idx as usize] as usize;
+        let nid = self.mms[mm].vmas[vma].pt.node[head as usize] as usize;
         // numa_migrate_check: read last_cpupid before mpol_misplaced updates it
-        let last_cpupid = self.mms[mm].vmas[vma].pt.cpupid[idx as usize];
+        let last_cpupid = self.mms[mm].vmas[vma].pt.cpupid[head as usize];
         let pid = self.tasks[t].pid;
         self.vma_set_access_pid_bit(mm, vma, pid);
         flags |= self.count_hint_fault(nid, cpu);
-        let target = self.mpol_misplaced(t, vma, idx, nid);
-        let delay_map = self.feature(Feature::NumaDelayMap);
+        let target = self.mpol_misplaced(t, vma, head, nid);
+        // the PMD path always migrated before remapping; the PTE path since v5.13
+        let delay_map = self.feature(Feature::NumaDelayMap) || pmd;
         if !delay_map {
             // <= v5.12: the PTE is made accessible before migration is tried
-            self.mms[mm].vmas[vma].pt.make_present(idx, writable && preserve);
+            self.numa_rebuild_mapping(mm, vma, head, nr, writable && preserve);
         }
         let mut mem_node = nid;
         if let Some(target) = target {
-            if !self.migrate_misplaced_folio_prepare(target, 1) {
+            if !self.migrate_misplaced_folio_prepare(target, nr) {
                 flags |= TNF_MIGRATE_FAIL;
             } else {
                 if delay_map {
-                    let window = self.cost.migrate_page_ns + self.cost.page_copy_ns(this_node, nid, target);
+                    let window = self.cost.migrate_page_ns + nr as f64 * self.cost.page_copy_ns(this_node, nid, target);
                     if let Some(other) = self.concurrent_fault_race(t, vma, idx, window) {
                         sys += self.racing_numa_fault(other, vma, idx, writable && preserve);
                     }
                 }
-                let (migrated, cost) = self.migrate_misplaced_folio(t, vma, idx, target);
+                let (migrated, cost) = self.migrate_misplaced_folio(t, vma, head, target);
                 sys += cost;
                 if migrated {
                     flags |= TNF_MIGRATED;
@@ -134,9 +175,9 @@ impl Kernel {
         if delay_map && flags & TNF_MIGRATED == 0 {
             // out_map: restore the PTE; write bit only if computed writable and not after a failure
             let w = writable && preserve && flags & TNF_MIGRATE_FAIL == 0;
-            self.mms[mm].vmas[vma].pt.make_present(idx, w);
+            self.numa_rebuild_mapping(mm, vma, head, nr, w);
         }
-        self.task_numa_fault(t, last_cpupid, mem_node, 1, flags);
+        self.task_numa_fault(t, last_cpupid, mem_node, nr, flags);
         sys
     }
 }
@@ -281,5 +322,77 @@ mod tests {
         k.tasks[t].policy = crate::mm::mempolicy::Mempolicy::bind(0b01);
         place_page(&mut k, 16, 0);
         assert_eq!(k.mpol_misplaced(t, 0, 16, 0), None);
+    }
+
+    fn thp_kernel(thp: &str) -> crate::kernel::Kernel {
+        small_kernel(&format!("[kernel.thp]\n{thp}"))
+    }
+
+    /// mm/memory.c: do_numa_page (v6.10+, numa_rebuild_large_mapping) — the first hint fault on
+    /// any page of a large folio restores all its PTEs: one hint fault, the folio's pages passed
+    /// to task_numa_fault.
+    #[test]
+    fn hint_fault_restores_the_whole_large_folio() {
+        let mut k = thp_kernel("sizes = { \"64K\" = \"always\" }");
+        let t = thread(&k, 0);
+        let node = k.mms[0].vmas[0].pt.node[40] as usize;
+        pin(&mut k, t, 2 * node); // a CPU on the folio's node: no migration
+        k.change_protection_prot_numa(t, 0, 32, 48);
+        let before = k.tasks[t].numa.faults_locality;
+        k.do_numa_page(t, 0, 40);
+        let pt = &k.mms[0].vmas[0].pt;
+        assert_eq!(pt.count_protnone(32, 16), 0);
+        assert!((32..48).all(|i| pt.writable(i)));
+        assert_eq!(k.vmstat.get(NumaHintFaults), 1);
+        let after = k.tasks[t].numa.faults_locality;
+        assert_eq!(after[1] - before[1], 16, "task_numa_fault gets folio_nr_pages, all local");
+    }
+
+    /// mm/huge_memory.c: do_huge_pmd_numa_page — one hint fault per PMD; a misplaced THP moves
+    /// whole (512 numa_pages_migrated, one thp_migration_success) and its PMD is flushed.
+    #[test]
+    fn pmd_thp_hint_fault_migrates_512_pages() {
+        let mut k = thp_kernel("enabled = \"always\"");
+        let t = thread(&k, 0);
+        let node = k.mms[0].vmas[0].pt.node[600] as usize;
+        pin(&mut k, t, 2 * (1 - node));
+        k.tasks[t].numa.migrate_retry = u64::MAX;
+        k.change_protection_prot_numa(t, 0, 512, 1024);
+        let used = (k.nodes[0].used, k.nodes[1].used);
+        k.do_numa_page(t, 0, 600);
+        let pt = &k.mms[0].vmas[0].pt;
+        assert!((512..1024).all(|i| pt.node[i as usize] as usize == 1 - node && !pt.protnone(i)));
+        assert!(pt.pmd_mapped(600) && pt.pmd_blocks_whole());
+        assert_eq!((k.vmstat.get(NumaHintFaults), k.vmstat.get(NumaPagesMigrated)), (1, 512));
+        assert_eq!(k.vmstat.get(ThpMigrationSuccess), 1);
+        assert_eq!(k.vmstat.get(NrTlbRemoteFlush), 1, "pmdp_invalidate flushes at once");
+        let moved = |u: (u64, u64)| {
+            if node == 0 {
+                (u.0 - 512, u.1 + 512)
+            } else {
+                (u.0 + 512, u.1 - 512)
+            }
+        };
+        assert_eq!((k.nodes[0].used, k.nodes[1].used), moved(used), "pages conserved");
+        // the PMD came back read-only: one write fault makes all 512 pages writable
+        let faults = k.vmstat.get(Pgfault);
+        k.do_wp_page(t, 0, 700);
+        assert_eq!(k.vmstat.get(Pgfault) - faults, 1);
+        assert!((512..1024).all(|i| k.mms[0].vmas[0].pt.writable(i)));
+    }
+
+    /// mm/memory.c: do_numa_page (<= v6.9) — a PTE-mapped large folio is never migrated
+    /// ("TODO: handle PTE-mapped THP"): the PTE is restored with no NUMA accounting.
+    #[test]
+    fn before_6_10_large_folio_faults_only_restore_the_pte() {
+        let mut k = small_kernel("[kernel]\nversion = \"6.9\"\n[kernel.thp]\nsizes = { \"16K\" = \"always\" }");
+        let t = thread(&k, 0);
+        let node = k.mms[0].vmas[0].pt.node[8] as usize;
+        pin(&mut k, t, 2 * (1 - node));
+        k.mms[0].vmas[0].pt.make_protnone(9);
+        k.do_numa_page(t, 0, 9);
+        assert!(!k.mms[0].vmas[0].pt.protnone(9));
+        assert_eq!(k.mms[0].vmas[0].pt.node[9] as usize, node);
+        assert_eq!((k.vmstat.get(NumaHintFaults), k.vmstat.get(NumaPagesMigrated)), (0, 0));
     }
 }

@@ -1,10 +1,12 @@
 //! Page migration (mm/migrate.c): `migrate_pages()` one folio at a time (<= v6.2) or in batches
 //! of up to 512 pages with one TLB flush per batch (`migrate-batch-flush`, v6.3), and the
-//! NUMA-fault entry points.
+//! NUMA-fault entry points. A `PageRef` stands for the folio holding that page; large folios
+//! move whole (counters in base pages, `thp_migration_*` per PMD-sized folio).
 
 use crate::arch::x86::tlb::TlbBatch;
 use crate::features::Feature;
 use crate::kernel::Kernel;
+use crate::mm::pgtable::BLOCK_PAGES;
 use crate::mm::rmap::PageRef;
 use crate::vmstat::VmEvent;
 
@@ -35,10 +37,18 @@ impl Kernel {
         let mut out = MigrateOutcome::default();
         if self.feature(Feature::MigrateBatchFlush) {
             // migrate_pages_sync first tries the batch in ASYNC mode and retries failures one
-            // by one, except -ENOMEM, the only failure modelled here: so both modes batch
+            // by one, except -ENOMEM, the only failure modelled here: so both modes batch.
+            // A batch closes once it holds NR_MAX_BATCHED_MIGRATION base pages.
             let _ = mode;
-            for chunk in pages.chunks(NR_MAX_BATCHED_MIGRATION) {
-                self.migrate_pages_batch(chunk, target, cpu, &mut out);
+            let mut start = 0;
+            let mut held = 0;
+            for (i, &p) in pages.iter().enumerate() {
+                held += self.folio_nr(p);
+                if held >= NR_MAX_BATCHED_MIGRATION as u64 || i + 1 == pages.len() {
+                    self.migrate_pages_batch(&pages[start..=i], target, cpu, &mut out);
+                    start = i + 1;
+                    held = 0;
+                }
             }
         } else {
             for &p in pages {
@@ -58,12 +68,15 @@ impl Kernel {
         for (i, &p) in chunk.iter().enumerate() {
             if self.folio_extra_refs(p) {
                 out.cost += self.cost.migrate_page_ns;
-                out.failed += 1;
+                self.migrate_failed(p, out);
                 continue;
             }
-            if !self.alloc_page_thisnode(target, cpu) {
-                // -ENOMEM: stop the unmap phase, move what is unmapped
-                out.failed += (chunk.len() - i) as u64;
+            if !self.alloc_pages_thisnode(target, cpu, self.folio_order(p)) {
+                // -ENOMEM: stop the unmap phase, move what is unmapped (a large folio is not
+                // split: `nosplit` for NUMA faults; for system calls an approximation)
+                for &q in &chunk[i..] {
+                    self.migrate_failed(q, out);
+                }
                 break;
             }
             out.cost += self.cost.migrate_page_ns + self.try_to_migrate_one(p, cpu, Some(&mut batch));
@@ -76,48 +89,86 @@ impl Kernel {
         }
     }
 
-    /// Before v6.3: allocate, unmap (flushing at once), copy, remap, one page at a time.
-    /// A page pinned for DMA has references migration cannot account for: the move fails
+    /// The folio of `p`: (head index, pages).
+    pub fn folio_of(&self, p: PageRef) -> (u64, u64) {
+        self.mms[p.mm].vmas[p.vma].pt.folio(p.idx)
+    }
+
+    fn folio_nr(&self, p: PageRef) -> u64 {
+        self.folio_of(p).1
+    }
+
+    fn folio_order(&self, p: PageRef) -> u8 {
+        self.folio_nr(p).trailing_zeros() as u8
+    }
+
+    /// Count a folio that did not move (pages; thp_migration_fail for a PMD-sized one).
+    fn migrate_failed(&mut self, p: PageRef, out: &mut MigrateOutcome) {
+        let nr = self.folio_nr(p);
+        out.failed += nr;
+        if nr >= BLOCK_PAGES {
+            self.count(VmEvent::ThpMigrationFail, 1);
+        }
+    }
+
+    /// A folio pinned for DMA has references migration cannot account for: the move fails
     /// (folio_migrate_mapping's refcount check, -EAGAIN until the retries run out).
     // mm/migrate.c: folio_migrate_mapping (expected_count)
     pub fn folio_extra_refs(&self, p: PageRef) -> bool {
-        self.mms[p.mm].io_pins.iter().any(|&(_, vma, first, n)| vma == p.vma && (first..first + n).contains(&p.idx))
+        let (head, nr) = self.folio_of(p);
+        self.folio_maybe_dma_pinned(p.mm, p.vma, head, nr)
     }
 
+    /// Some page of the folio at [head, head + nr) is pinned (pin_user_pages for direct I/O).
+    // include/linux/mm.h: folio_maybe_dma_pinned
+    pub fn folio_maybe_dma_pinned(&self, mm: usize, vma: usize, head: u64, nr: u64) -> bool {
+        self.mms[mm].io_pins.iter().any(|&(_, v, first, n)| v == vma && first < head + nr && head < first + n)
+    }
+
+    /// Before v6.3: allocate, unmap (flushing at once), copy, remap, one folio at a time.
     // mm/migrate.c: unmap_and_move (<= v6.2)
     fn unmap_and_move(&mut self, p: PageRef, target: usize, cpu: usize, out: &mut MigrateOutcome) {
         if self.folio_extra_refs(p) {
             out.cost += self.cost.migrate_page_ns;
-            out.failed += 1;
+            self.migrate_failed(p, out);
             return;
         }
-        if !self.alloc_page_thisnode(target, cpu) {
-            out.failed += 1;
+        if !self.alloc_pages_thisnode(target, cpu, self.folio_order(p)) {
+            self.migrate_failed(p, out);
             return;
         }
         out.cost += self.cost.migrate_page_ns + self.try_to_migrate_one(p, cpu, None);
         self.migrate_folio_move(p, target, cpu, out);
     }
 
-    /// Copy the page to its new node and install the new PTE from the migration entry.
+    /// Copy the folio to its new node and install the new PTEs (or PMD) from the migration entries.
     // mm/migrate.c: migrate_folio_move -> remove_migration_ptes
     fn migrate_folio_move(&mut self, p: PageRef, target: usize, cpu: usize, out: &mut MigrateOutcome) {
-        let pt = &mut self.mms[p.mm].vmas[p.vma].pt;
-        let src = pt.node[p.idx as usize] as usize;
-        out.cost += self.cost.page_copy_ns(self.topo.cpu_node[cpu], src, target);
-        pt.set_node(p.idx, target);
-        if pt.protnone(p.idx) {
-            // the entry was made from a PROT_NONE PTE: readable-exclusive, so the new PTE is
-            // present and read-only (a later write takes a write-protect fault)
-            pt.make_present(p.idx, false);
+        let (head, nr) = self.folio_of(p);
+        let src = self.mms[p.mm].vmas[p.vma].pt.node[head as usize] as usize;
+        out.cost += nr as f64 * self.cost.page_copy_ns(self.topo.cpu_node[cpu], src, target);
+        for i in head..head + nr {
+            let pt = &mut self.mms[p.mm].vmas[p.vma].pt;
+            pt.set_node(i, target);
+            if pt.protnone(i) {
+                // the entry was made from a PROT_NONE PTE: readable-exclusive, so the new PTE is
+                // present and read-only (a later write takes a write-protect fault)
+                pt.make_present(i, false);
+            }
+            self.sampler_moved(p.mm, p.vma, i, src, target);
+            self.free_page(src);
         }
         let m = &mut self.mms[p.mm];
-        m.node_pages[src] -= 1;
-        m.node_pages[target] += 1;
-        self.sampler_moved(p.mm, p.vma, p.idx, src, target);
-        self.free_page(src);
-        out.succeeded += 1;
+        m.node_pages[src] -= nr;
+        m.node_pages[target] += nr;
+        out.succeeded += nr;
         self.events.migrations += 1;
+        if nr >= BLOCK_PAGES {
+            self.count(VmEvent::ThpMigrationSuccess, 1);
+        }
+        if nr > 1 {
+            *self.folio_migrations.entry((p.mm, p.vma, head)).or_default() += 1;
+        }
     }
 
     /// Checks before isolating a folio for a NUMA migration (called under the PTL in v6.11+).
@@ -150,7 +201,7 @@ impl Kernel {
         false
     }
 
-    /// Migrate one faulting page to `target`; returns (migrated, system time in ns).
+    /// Migrate one faulting folio to `target`; returns (migrated, system time in ns).
     // mm/migrate.c: migrate_misplaced_folio -> migrate_pages(MIGRATE_ASYNC, MR_NUMA_MISPLACED)
     pub fn migrate_misplaced_folio(&mut self, t: usize, vma: usize, idx: u64, target: usize) -> (bool, f64) {
         let (mm, cpu) = (self.tasks[t].mm, self.tasks[t].cpu);

@@ -1,48 +1,146 @@
 //! change_protection for NUMA hinting (mm/mprotect.c, spec §1.7).
 
+use crate::features::Feature;
 use crate::kernel::Kernel;
-use crate::mm::pgtable::BLOCK_PAGES;
+use crate::mm::pgtable::{PageTable, BLOCK_PAGES};
 use crate::mm::types::VM_SHARED;
+use crate::vmstat::VmEvent;
 
 impl Kernel {
     /// Make the resident, accessible PTEs of [start, end) (VMA page indices) PROT_NONE.
-    /// Returns the number of PTEs changed and the number of page-table blocks walked.
-    // mm/mprotect.c: change_protection -> change_pte_range (MM_CP_PROT_NUMA)
+    /// Returns the base pages changed (512 per THP PMD) and the page-table blocks walked.
+    // mm/mprotect.c: change_protection -> change_pmd_range / change_pte_range (MM_CP_PROT_NUMA)
     pub fn change_protection_prot_numa(&mut self, t: usize, vma: usize, start: u64, end: u64) -> (u64, u64) {
         let mm = self.tasks[t].mm;
         // private VMA of a single-threaded process: pages already on this node are skipped
-        let single = self.mms[mm].vmas[vma].flags & VM_SHARED == 0 && self.mms[mm].users == 1;
-        let target = single.then(|| self.task_node(t) as u8);
+        let private = self.mms[mm].vmas[vma].flags & VM_SHARED == 0;
+        let target = (private && self.mms[mm].users == 1).then(|| self.task_node(t) as u8);
+        let mthp = self.feature(Feature::NumaMthp);
         let sampled = self.mms[mm].sampler.is_some();
-        let mut protected = Vec::new();
-        let pt = &mut self.mms[mm].vmas[vma].pt;
-        let (mut changed, mut walked) = (0, 0);
+        let mut protected: Vec<(u64, u64)> = Vec::new();
+        let (mut changed, mut walked, mut huge) = (0, 0, 0);
         let mut i = start;
         while i < end {
             let b = (i / BLOCK_PAGES) as usize;
             let bend = ((b as u64 + 1) * BLOCK_PAGES).min(end);
             walked += 1;
-            let k = pt.blocks[b];
+            let k = self.mms[mm].vmas[vma].pt.blocks[b];
             if k.populated == 0 || k.protnone == k.populated {
                 i = bend;
                 continue;
             }
-            for p in i..bend {
-                // skip: not present, already PROT_NONE ("avoid TLB flush"), or on the target node
+            if k.pmd {
+                // change_huge_pmd: none of the PTE path's skips apply to a THP PMD
+                let pt = &mut self.mms[mm].vmas[vma].pt;
+                let head = b as u64 * BLOCK_PAGES;
+                for p in head..head + BLOCK_PAGES {
+                    pt.make_protnone(p);
+                }
+                changed += BLOCK_PAGES;
+                huge += 1;
+                if sampled {
+                    protected.push((head, BLOCK_PAGES));
+                }
+                i = bend;
+                continue;
+            }
+            let mut p = i;
+            while p < bend {
+                let pt = &self.mms[mm].vmas[vma].pt;
+                let (head, nr) = pt.folio(p);
                 if !pt.populated(p) || pt.protnone(p) || Some(pt.node[p as usize]) == target {
+                    // not present, already PROT_NONE ("avoid TLB flush"), or on the target node
+                    p += 1;
                     continue;
                 }
-                pt.make_protnone(p);
-                changed += 1;
-                if sampled {
-                    protected.push(p);
+                if nr > 1 && private && self.prot_numa_skip_large(mm, vma, head, nr, mthp) {
+                    p = (head + nr).min(bend);
+                    continue;
                 }
+                let fend = (head + nr).min(bend);
+                let pt = &mut self.mms[mm].vmas[vma].pt;
+                for q in p..fend {
+                    if !pt.protnone(q) && Some(pt.node[q as usize]) != target {
+                        pt.make_protnone(q);
+                        changed += 1;
+                    }
+                }
+                if sampled {
+                    protected.push((p, fend - p));
+                }
+                p = fend;
             }
             i = bend;
         }
-        for p in protected {
-            self.sampler_needs_fault(mm, vma, p, false);
+        if huge > 0 {
+            self.count(VmEvent::NumaHugePteUpdates, huge);
+        }
+        for (first, n) in protected {
+            self.sampler_needs_fault_range(mm, vma, first, n, false);
         }
         (changed, walked)
+    }
+
+    /// The PTE path's rule for a large folio in a COW (private, may-write) mapping: before v6.10
+    /// every PTE-mapped large folio has folio_ref_count > 1 and is skipped; with `numa-mthp`
+    /// only a folio that may be DMA-pinned (or mapped by another process: never here) is.
+    // mm/mprotect.c: change_pte_range (folio_ref_count != 1 / folio_maybe_dma_pinned)
+    fn prot_numa_skip_large(&self, mm: usize, vma: usize, head: u64, nr: u64, mthp: bool) -> bool {
+        !mthp || self.folio_maybe_dma_pinned(mm, vma, head, nr)
+    }
+}
+
+impl PageTable {
+    /// Pages of [first, first + n) that are PROT_NONE (tests).
+    pub fn count_protnone(&self, first: u64, n: u64) -> u64 {
+        (first..first + n).filter(|&i| self.protnone(i)).count() as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::testutil::{small_kernel, thread};
+    use crate::vmstat::VmEvent;
+
+    fn with_16k(version: &str) -> crate::kernel::Kernel {
+        small_kernel(&format!("[kernel]\nversion = \"{version}\"\n[kernel.thp]\nsizes = {{ \"16K\" = \"always\" }}"))
+    }
+
+    /// mm/mprotect.c: change_pte_range — before v6.10 a PTE-mapped large folio in a COW mapping
+    /// has folio_ref_count != 1 and is skipped; v6.10 (`numa-mthp`) protects it.
+    #[test]
+    fn ptemapped_large_folios_are_scanned_only_since_6_10() {
+        for (version, protected) in [("6.9", 0), ("6.10", 64)] {
+            let mut k = with_16k(version);
+            let t = thread(&k, 0);
+            assert_eq!(k.mms[0].vmas[0].pt.folio(5), (4, 4));
+            let (n, _) = k.change_protection_prot_numa(t, 0, 0, 64);
+            assert_eq!(n, protected, "kernel {version}");
+            assert_eq!(k.mms[0].vmas[0].pt.count_protnone(0, 64), protected);
+        }
+    }
+
+    /// mm/mprotect.c: change_pte_range (v6.10+: folio_maybe_dma_pinned) — a pinned large folio
+    /// stays accessible; its neighbours do not.
+    #[test]
+    fn maybe_pinned_large_folio_is_skipped() {
+        let mut k = with_16k("6.10");
+        let t = thread(&k, 0);
+        k.mms[0].io_pins.push((t, 0, 9, 1));
+        let (n, _) = k.change_protection_prot_numa(t, 0, 0, 16);
+        assert_eq!(n, 12);
+        assert_eq!(k.mms[0].vmas[0].pt.count_protnone(8, 4), 0);
+    }
+
+    /// mm/huge_memory.c: change_huge_pmd — one numa_huge_pte_updates and 512 base pages per PMD.
+    #[test]
+    fn pmd_thp_counts_one_huge_update_and_512_pages() {
+        let mut k = small_kernel("[kernel.thp]\nenabled = \"always\"");
+        let t = thread(&k, 0);
+        let (n, _) = k.change_protection_prot_numa(t, 0, 0, 1024);
+        assert_eq!(n, 1024);
+        assert_eq!(k.vmstat.get(VmEvent::NumaHugePteUpdates), 2);
+        // a second pass finds the PMDs already PROT_NONE
+        assert_eq!(k.change_protection_prot_numa(t, 0, 0, 1024).0, 0);
     }
 }

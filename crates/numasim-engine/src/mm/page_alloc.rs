@@ -41,28 +41,53 @@ impl NodeMem {
 
 impl Kernel {
     /// Allocate one page for a fault by a task on `cpu` under `pol`; returns its node.
-    // mm/page_alloc.c: __alloc_pages (fast path at the low watermark, then min), zonelist by distance
     pub fn alloc_page(&mut self, pol: &Mempolicy, cpu: usize) -> Option<usize> {
+        self.alloc_pages(pol, cpu, 0)
+    }
+
+    /// Allocate 2^order contiguous pages for a fault by a task on `cpu` under `pol`; returns
+    /// the node. A large order also needs a free block, which fragmentation may deny per node.
+    // mm/page_alloc.c: __alloc_pages (fast path at the low watermark, then min), zonelist by distance
+    pub fn alloc_pages(&mut self, pol: &Mempolicy, cpu: usize, order: u8) -> Option<usize> {
         let this = self.cpu_node(cpu);
+        let nr = 1u64 << order;
         let (preferred, mask) = pol.alloc_nodes(this, self.topo.nr_nodes);
-        let order = self.topo.nodes_by_distance(preferred);
-        let allowed = |n: &usize| mask & (1 << n) != 0;
-        let pick = |wmark: fn(&NodeMem) -> u64| order.iter().copied().filter(allowed).find(|&n| self.nodes[n].free() > wmark(&self.nodes[n]));
-        let node = pick(|m| m.wmark_low).or_else(|| pick(|m| m.wmark_min))?;
-        self.nodes[node].used += 1;
-        self.zone_statistics(preferred, node, this);
-        self.count(VmEvent::Pgalloc, 1);
+        let zonelist = self.topo.nodes_by_distance(preferred);
+        let allowed: Vec<usize> = zonelist.iter().copied().filter(|n| mask & (1 << n) != 0).collect();
+        let mut node = None;
+        for wmark in [|m: &NodeMem| m.wmark_low, |m: &NodeMem| m.wmark_min] {
+            for &n in &allowed {
+                if self.nodes[n].free() >= wmark(&self.nodes[n]) + nr && !self.high_order_fails(order) {
+                    node = Some(n);
+                    break;
+                }
+            }
+            if node.is_some() {
+                break;
+            }
+        }
+        let node = node?;
+        self.nodes[node].used += nr;
+        self.zone_statistics(preferred, node, this, nr);
+        self.count(VmEvent::Pgalloc, nr);
         Some(node)
     }
 
     /// Allocate on exactly `node` without reclaim (__GFP_THISNODE | __GFP_NORETRY), e.g. a migration target.
     pub fn alloc_page_thisnode(&mut self, node: usize, cpu: usize) -> bool {
-        if self.nodes[node].free() <= self.nodes[node].wmark_min {
+        self.alloc_pages_thisnode(node, cpu, 0)
+    }
+
+    /// 2^order pages on exactly `node`, no reclaim or compaction (GFP_TRANSHUGE_LIGHT for a large folio).
+    // mm/migrate.c: alloc_misplaced_dst_folio / alloc_migration_target
+    pub fn alloc_pages_thisnode(&mut self, node: usize, cpu: usize, order: u8) -> bool {
+        let nr = 1u64 << order;
+        if self.nodes[node].free() < self.nodes[node].wmark_min + nr || self.high_order_fails(order) {
             return false;
         }
-        self.nodes[node].used += 1;
-        self.zone_statistics(node, node, self.cpu_node(cpu));
-        self.count(VmEvent::Pgalloc, 1);
+        self.nodes[node].used += nr;
+        self.zone_statistics(node, node, self.cpu_node(cpu), nr);
+        self.count(VmEvent::Pgalloc, nr);
         true
     }
 
@@ -71,15 +96,15 @@ impl Kernel {
         self.count(VmEvent::Pgfree, 1);
     }
 
-    // mm/vmstat.c: zone_statistics
-    fn zone_statistics(&mut self, preferred: usize, node: usize, this: usize) {
+    // mm/vmstat.c: zone_statistics (nr_account pages)
+    fn zone_statistics(&mut self, preferred: usize, node: usize, this: usize, nr: u64) {
         if node == preferred {
-            self.count(VmEvent::NumaHit, 1);
+            self.count(VmEvent::NumaHit, nr);
         } else {
-            self.count(VmEvent::NumaMiss, 1);
-            self.count(VmEvent::NumaForeign, 1);
+            self.count(VmEvent::NumaMiss, nr);
+            self.count(VmEvent::NumaForeign, nr);
         }
-        self.count(if node == this { VmEvent::NumaLocal } else { VmEvent::NumaOther }, 1);
+        self.count(if node == this { VmEvent::NumaLocal } else { VmEvent::NumaOther }, nr);
     }
 
     /// migrate_balanced_pgdat: the target keeps free > high watermark + nr after the move.

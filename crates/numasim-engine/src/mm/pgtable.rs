@@ -1,7 +1,10 @@
 //! Per-page state in compact arrays (one entry per 4 KiB page of a VMA), plus per-2 MiB block
 //! summaries so that an access stream can cross a block whose pages need no fault in O(nodes).
 //!
-//! Per page: node (u8), PTE flags (u8), last_cpupid (u32): 6 bytes.
+//! Per page: node (u8), PTE flags (u8), folio order (u8), last_cpupid (u32): 7 bytes. A folio
+//! of order o covers the 2^o pages from its naturally aligned head; its pages share node and
+//! flags, changed together by the folio operations. A PMD-mapped THP is an order-9 folio whose
+//! block has `pmd` set.
 
 use crate::topology::MAX_NODES;
 
@@ -25,12 +28,16 @@ pub struct Block {
     pub protnone: u16,
     /// Populated, present (not PROT_NONE) and not writable: a write takes a write fault.
     pub nowrite: u16,
+    /// The block is one PMD-mapped THP (pmd_trans_huge).
+    pub pmd: bool,
 }
 
 #[derive(Debug, Clone)]
 pub struct PageTable {
     pub node: Vec<u8>,
     pub flags: Vec<u8>,
+    /// Order of the folio holding each page (0 when unpopulated).
+    pub order: Vec<u8>,
     pub cpupid: Vec<u32>,
     pub blocks: Vec<Block>,
 }
@@ -39,7 +46,7 @@ impl PageTable {
     pub fn new(npages: u64) -> Self {
         let n = npages as usize;
         let nb = npages.div_ceil(BLOCK_PAGES) as usize;
-        PageTable { node: vec![NO_NODE; n], flags: vec![0; n], cpupid: vec![CPUPID_UNSET; n], blocks: vec![Block::default(); nb] }
+        PageTable { node: vec![NO_NODE; n], flags: vec![0; n], order: vec![0; n], cpupid: vec![CPUPID_UNSET; n], blocks: vec![Block::default(); nb] }
     }
 
     pub fn len(&self) -> u64 {
@@ -59,6 +66,19 @@ impl PageTable {
     pub fn block_clean(&self, b: usize, write: bool) -> bool {
         let k = &self.blocks[b];
         k.populated as u64 == self.block_len(b) && k.protnone == 0 && (!write || k.nowrite == 0)
+    }
+
+    /// The folio holding page `i`: (head index, pages).
+    #[inline]
+    pub fn folio(&self, i: u64) -> (u64, u64) {
+        let nr = 1u64 << self.order[i as usize];
+        (i & !(nr - 1), nr)
+    }
+
+    /// Page `i` belongs to a PMD-mapped THP.
+    #[inline]
+    pub fn pmd_mapped(&self, i: u64) -> bool {
+        self.blocks[Self::blk(i)].pmd
     }
 
     pub fn populated(&self, i: u64) -> bool {
@@ -102,10 +122,30 @@ impl PageTable {
         self.flags[i as usize] = f;
     }
 
-    /// Map a new page on `node` (do_anonymous_page / set_pte_at).
+    /// Map a new base page on `node` (do_anonymous_page / set_pte_at).
     pub fn populate(&mut self, i: u64, node: usize, flags: u8) {
+        self.populate_folio(i, 0, node, flags, false);
+    }
+
+    /// Map a new folio of `order` at `head` on `node`; `pmd`: as one PMD-mapped THP.
+    pub fn populate_folio(&mut self, head: u64, order: u8, node: usize, flags: u8, pmd: bool) {
+        for i in head..head + (1u64 << order) {
+            self.populate_one(i, order, node, flags);
+        }
+        if pmd {
+            self.blocks[Self::blk(head)].pmd = true;
+        }
+    }
+
+    /// Whether pages [head, head + nr) are all unmapped (pte_range_none).
+    pub fn range_none(&self, head: u64, nr: u64) -> bool {
+        head + nr <= self.len() && self.node[head as usize..(head + nr) as usize].iter().all(|&n| n == NO_NODE)
+    }
+
+    fn populate_one(&mut self, i: u64, order: u8, node: usize, flags: u8) {
         debug_assert!(!self.populated(i));
         self.node[i as usize] = node as u8;
+        self.order[i as usize] = order;
         self.flags[i as usize] = 0;
         self.cpupid[i as usize] = CPUPID_UNSET;
         let k = &mut self.blocks[Self::blk(i)];
@@ -122,8 +162,11 @@ impl PageTable {
         let k = &mut self.blocks[Self::blk(i)];
         k.node[n] -= 1;
         k.populated -= 1;
+        // zap_huge_pmd: unmapping any page of a PMD-mapped THP removes the PMD
+        k.pmd = false;
         self.node[i as usize] = NO_NODE;
         self.flags[i as usize] = 0;
+        self.order[i as usize] = 0;
         self.cpupid[i as usize] = CPUPID_UNSET;
         n
     }
@@ -169,7 +212,22 @@ impl PageTable {
             k.protnone += (f & PTE_PROTNONE != 0) as u16;
             k.nowrite += Self::counts_nowrite(f) as u16;
         }
+        for (b, k) in v.iter_mut().enumerate() {
+            k.pmd = self.blocks[b].pmd;
+        }
         v
+    }
+
+    /// A PMD-mapped block is one populated order-9 folio whose pages agree (invariant checks).
+    pub fn pmd_blocks_whole(&self) -> bool {
+        self.blocks.iter().enumerate().filter(|(_, k)| k.pmd).all(|(b, k)| {
+            let head = b as u64 * BLOCK_PAGES;
+            let r = head as usize..(head + BLOCK_PAGES) as usize;
+            k.populated as u64 == BLOCK_PAGES
+                && self.order[r.clone()].iter().all(|&o| o == 9)
+                && self.flags[r.clone()].iter().all(|&f| f == self.flags[head as usize])
+                && self.node[r].iter().all(|&n| n == self.node[head as usize])
+        })
     }
 }
 
@@ -178,9 +236,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn per_page_state_stays_within_six_bytes() {
-        let sz = std::mem::size_of::<u8>() * 2 + std::mem::size_of::<u32>();
-        assert_eq!(sz, 6);
+    fn per_page_state_stays_within_seven_bytes() {
+        let pt = PageTable::new(1);
+        let sz = std::mem::size_of_val(&pt.node[0]) + std::mem::size_of_val(&pt.flags[0]) + std::mem::size_of_val(&pt.order[0]) + std::mem::size_of_val(&pt.cpupid[0]);
+        assert_eq!(sz, 7);
+    }
+
+    #[test]
+    fn folio_head_is_naturally_aligned() {
+        let mut pt = PageTable::new(1024);
+        pt.populate_folio(16, 4, 1, PTE_WRITE, false);
+        assert_eq!(pt.folio(16), (16, 16));
+        assert_eq!(pt.folio(31), (16, 16));
+        assert!(pt.range_none(0, 16) && !pt.range_none(0, 17));
+        pt.populate_folio(512, 9, 0, PTE_WRITE, true);
+        assert!(pt.pmd_mapped(700) && !pt.pmd_mapped(20));
+        assert!(pt.pmd_blocks_whole());
+        pt.make_protnone(600);
+        assert!(!pt.pmd_blocks_whole(), "a PMD's pages change together");
+        pt.unpopulate(520);
+        assert!(!pt.pmd_mapped(700));
     }
 
     #[test]

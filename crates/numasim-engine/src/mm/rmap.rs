@@ -20,11 +20,25 @@ impl Kernel {
         !self.mms[p.mm].vmas[p.vma].pt.protnone(p.idx)
     }
 
-    /// Replace the page's PTE by a migration entry. With a batch (TTU_BATCH_FLUSH) and another
+    /// Replace the folio's PTEs (or its PMD) by migration entries. A PMD is invalidated and
+    /// flushed at once (pmdp_invalidate). Each PTE: with a batch (TTU_BATCH_FLUSH) and another
     /// CPU in the mm's mask the flush is deferred into it; otherwise an accessible PTE is flushed
     /// now. Returns the cost of any immediate flush, ns.
-    // mm/rmap.c: try_to_migrate_one (set_tlb_ubc_flush_pending / ptep_clear_flush)
-    pub fn try_to_migrate_one(&mut self, p: PageRef, cpu: usize, batch: Option<&mut TlbBatch>) -> f64 {
+    // mm/rmap.c: try_to_migrate_one (set_pmd_migration_entry / set_tlb_ubc_flush_pending / ptep_clear_flush)
+    pub fn try_to_migrate_one(&mut self, p: PageRef, cpu: usize, mut batch: Option<&mut TlbBatch>) -> f64 {
+        let pt = &self.mms[p.mm].vmas[p.vma].pt;
+        let (head, nr) = pt.folio(p.idx);
+        if pt.pmd_mapped(p.idx) {
+            return self.flush_tlb_mm_range(p.mm, cpu, 1);
+        }
+        let mut cost = 0.0;
+        for idx in head..head + nr {
+            cost += self.try_to_migrate_pte(PageRef { idx, ..p }, cpu, batch.as_deref_mut());
+        }
+        cost
+    }
+
+    fn try_to_migrate_pte(&mut self, p: PageRef, cpu: usize, batch: Option<&mut TlbBatch>) -> f64 {
         let accessible = self.pte_accessible(p);
         let defer = self.mms[p.mm].cpumask.iter().enumerate().any(|(c, &b)| b && c != cpu);
         match batch {

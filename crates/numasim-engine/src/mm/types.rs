@@ -8,6 +8,8 @@ pub const VM_READ: u32 = 0x1;
 pub const VM_WRITE: u32 = 0x2;
 pub const VM_EXEC: u32 = 0x4;
 pub const VM_SHARED: u32 = 0x8;
+/// madvise(MADV_HUGEPAGE)
+pub const VM_HUGEPAGE: u32 = 0x2000_0000;
 
 /// struct vma_numab_state (v6.4+): per-VMA scan delay and PID activity.
 #[derive(Debug, Clone, Default)]

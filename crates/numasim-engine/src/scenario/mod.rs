@@ -30,6 +30,9 @@ pub struct Machine {
     pub name: String,
     pub description: String,
     pub topology: Topology,
+    /// Chance that a no-compaction allocation of a PMD-sized block finds none free on a node
+    /// (smaller orders proportionally less); 0 = free memory is never fragmented.
+    pub fragmentation: f64,
     pub cost: CostProfile,
 }
 
@@ -43,6 +46,8 @@ pub struct KernelConfig {
     pub sysctl: Sysctl,
     /// Feature name -> on/off, in the order of `features::FEATURES`.
     pub features: FeatureSet,
+    /// Transparent huge pages and mTHP sizes.
+    pub thp: crate::mm::huge_memory::ThpConfig,
 }
 
 /// /sys/kernel/debug/sched/numa_balancing/* (sysctl kernel.numa_balancing_* before v5.13).

@@ -42,6 +42,7 @@ pub struct RawMachine {
     pub smt: Option<i64>,
     pub memory_gib_per_node: Option<PerNode<f64>>,
     pub distances: Option<Vec<Vec<i64>>>,
+    pub fragmentation: Option<f64>,
     pub cost: Option<CostProfile>,
 }
 
@@ -53,6 +54,15 @@ pub struct RawKernel {
     pub hz: Option<i64>,
     pub sysctl: Option<RawSysctl>,
     pub features: Option<BTreeMap<String, bool>>,
+    pub thp: Option<RawThp>,
+}
+
+/// /sys/kernel/mm/transparent_hugepage/: `enabled`, and `sizes` = hugepages-<size>kB/enabled.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawThp {
+    pub enabled: Option<String>,
+    pub sizes: Option<BTreeMap<String, String>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -5,6 +5,7 @@ use super::raw::*;
 use super::{KernelConfig, Machine, RunConfig, Scenario, Sysctl};
 use crate::error::{Error, Result, ScenarioProblem};
 use crate::features::{FeatureSet, FEATURES};
+use crate::mm::huge_memory::{self, ThpConfig, ThpMode};
 use crate::topology::{Topology, MAX_NODES};
 use crate::workload;
 
@@ -53,9 +54,13 @@ fn syntax_error(text: &str, e: &toml::de::Error) -> Error {
 
 /// `[machine] profile = "..."`: the built-in profile's keys, overridden by the scenario's.
 fn merge_machine_profile(value: &mut toml::Value) -> Result<()> {
-    let Some(root) = value.as_table_mut() else { return Ok(()) };
+    let Some(root) = value.as_table_mut() else {
+        return Ok(());
+    };
     let machine = root.entry("machine").or_insert_with(|| toml::Value::Table(Default::default()));
-    let Some(mt) = machine.as_table_mut() else { return Ok(()) };
+    let Some(mt) = machine.as_table_mut() else {
+        return Ok(());
+    };
     let name = match mt.get("profile") {
         Some(toml::Value::String(s)) => s.clone(),
         Some(_) => return Err(Error::scenario("machine.profile", "invalid_value", "must be a string")),
@@ -175,6 +180,10 @@ fn resolve_machine(raw: Option<RawMachine>, p: &mut Problems) -> Option<Machine>
             d.iter().map(|r| r.iter().map(|&v| v.clamp(0, 255) as u32).collect()).collect()
         }
     };
+    let fragmentation = m.fragmentation.unwrap_or(0.0);
+    if !(0.0..=1.0).contains(&fragmentation) {
+        p.push(ScenarioProblem::new("machine.fragmentation", "invalid_value", format!("a probability in [0, 1], got {fragmentation}")));
+    }
     let cost = match m.cost {
         None => {
             p.push(ScenarioProblem::new("machine.cost", "invalid_value", "missing [machine.cost] (or give a profile)"));
@@ -189,7 +198,7 @@ fn resolve_machine(raw: Option<RawMachine>, p: &mut Problems) -> Option<Machine>
         return None;
     }
     let topology = Topology::build(&cpus?, smt as usize, mem?, distances);
-    Some(Machine { name: m.name.or(m.profile).unwrap_or_else(|| "custom".into()), description: m.description.unwrap_or_default(), topology, cost: cost? })
+    Some(Machine { name: m.name.or(m.profile).unwrap_or_else(|| "custom".into()), description: m.description.unwrap_or_default(), topology, fragmentation, cost: cost? })
 }
 
 fn check_cost(c: &crate::cost::CostProfile, nodes: usize, p: &mut Problems) {
@@ -231,7 +240,7 @@ fn check_cost(c: &crate::cost::CostProfile, nodes: usize, p: &mut Problems) {
 }
 
 fn resolve_kernel(raw: Option<RawKernel>, p: &mut Problems) -> KernelConfig {
-    let raw = raw.unwrap_or(RawKernel { version: None, numa_balancing: None, hz: None, sysctl: None, features: None });
+    let raw = raw.unwrap_or(RawKernel { version: None, numa_balancing: None, hz: None, sysctl: None, features: None, thp: None });
     let hz = raw.hz.unwrap_or(250);
     if ![100, 250, 300, 1000].contains(&hz) {
         p.push(ScenarioProblem::new("kernel.hz", "invalid_value", format!("CONFIG_HZ must be 100, 250, 300 or 1000, got {hz}")));
@@ -274,7 +283,31 @@ fn resolve_kernel(raw: Option<RawKernel>, p: &mut Problems) -> KernelConfig {
             Some(i) => features.0[i] = on,
         }
     }
-    KernelConfig { version: raw.version, numa_balancing: raw.numa_balancing.unwrap_or(true), hz: hz.clamp(100, 1000) as u32, sysctl, features }
+    let thp = resolve_thp(raw.thp, p);
+    KernelConfig { version: raw.version, numa_balancing: raw.numa_balancing.unwrap_or(true), hz: hz.clamp(100, 1000) as u32, sysctl, features, thp }
+}
+
+fn resolve_thp(raw: Option<super::raw::RawThp>, p: &mut Problems) -> ThpConfig {
+    let mut thp = ThpConfig::default();
+    let Some(raw) = raw else { return thp };
+    if let Some(e) = raw.enabled {
+        match ThpMode::parse(&e, false) {
+            Some(m) => thp.enabled = m,
+            None => p.push(ScenarioProblem::new("kernel.thp.enabled", "invalid_value", format!("expected always, madvise or never, got `{e}`"))),
+        }
+    }
+    for (size, mode) in raw.sizes.unwrap_or_default() {
+        let loc = format!("kernel.thp.sizes.{size}");
+        match (huge_memory::parse_size(&size), ThpMode::parse(&mode, true)) {
+            (None, _) => {
+                let known: Vec<_> = huge_memory::ANON_ORDERS.map(huge_memory::size_name).collect();
+                p.push(ScenarioProblem::new(loc, "unknown_key", format!("no anonymous mTHP size `{size}`, expected one of {}", known.join(", "))));
+            }
+            (_, None) => p.push(ScenarioProblem::new(loc, "invalid_value", format!("expected always, inherit, madvise or never, got `{mode}`"))),
+            (Some(o), Some(m)) => thp.sizes[o as usize] = m,
+        }
+    }
+    thp
 }
 
 fn resolve_run(raw: Option<RawRun>, p: &mut Problems) -> RunConfig {
@@ -370,7 +403,7 @@ mod tests {
 
     #[test]
     fn unmodelled_features_cannot_be_flipped() {
-        let p = problems("[kernel.features]\nnuma-mthp = false\n[[workload]]\nkind = \"numa02\"\n");
+        let p = problems("[kernel.features]\nnuma-skip-pinned = true\n[[workload]]\nkind = \"numa02\"\n");
         assert_eq!(p[0].kind, "not_modelled");
         let p = problems("[kernel.features]\nno-such-thing = true\n[[workload]]\nkind = \"numa02\"\n");
         assert_eq!(p[0].kind, "unknown_key");

@@ -44,7 +44,9 @@ impl Kernel {
     // mm/gup.c: pin_user_pages (FOLL_PIN), block/fops.c: direct I/O
     pub fn direct_io_read(&mut self, t: usize, pages: u64) {
         let mm = self.tasks[t].mm;
-        let Some(s) = self.mms[mm].sampler else { return };
+        let Some(s) = self.mms[mm].sampler else {
+            return;
+        };
         let vma = self.samplers[s].vma;
         let len = self.mms[mm].vmas[vma].pt.len();
         let slots = (len / pages.max(1)).max(1);
@@ -191,11 +193,19 @@ impl Kernel {
             node != NO_NODE && node as usize != to && sel.matches_node(node as usize)
         };
         if self.tasks[t].syscall.is_none() {
-            // queue_pages_range / add_folio_for_migration: isolate the selected pages
+            // queue_pages_range / add_folio_for_migration: isolate the selected folios, each once
             let mut pages = Vec::new();
             for (vma, v) in self.mms[mm].vmas.iter().enumerate() {
                 let (lo, hi) = sel.range(vma, v.pt.len());
-                pages.extend((lo..hi).map(|idx| PageRef { mm, vma, idx }).filter(|p| wanted(self, p)));
+                let mut idx = lo;
+                while idx < hi {
+                    let (head, nr) = if v.pt.populated(idx) { v.pt.folio(idx) } else { (idx, 1) };
+                    let p = PageRef { mm, vma, idx: head.max(lo) };
+                    if wanted(self, &p) {
+                        pages.push(p);
+                    }
+                    idx = head + nr;
+                }
             }
             let walk = pages.len() as f64 * self.cost.pte_update_ns;
             self.tasks[t].syscall = Some((pages, 0));

@@ -213,7 +213,13 @@ impl AccessSampler {
     /// Access count at which page `k` is next hit (by a write, if `write_only`): the counter
     /// plus a geometric number of accesses.
     fn draw(&mut self, k: u64, write_only: bool) -> Option<u64> {
-        let p = self.weight[k as usize] * if write_only { self.write_share } else { 1.0 };
+        let p = self.weight[k as usize];
+        self.draw_with(p, write_only)
+    }
+
+    /// As `draw` for an event hit with probability `p` per access.
+    fn draw_with(&mut self, p: f64, write_only: bool) -> Option<u64> {
+        let p = p * if write_only { self.write_share } else { 1.0 };
         if p <= 0.0 {
             return None;
         }
@@ -225,7 +231,15 @@ impl AccessSampler {
 
     /// Accesses until page `k` is next hit (by a write only, if `write_only`): geometric.
     fn schedule(&mut self, k: u64, write_only: bool) {
-        let Some(at) = self.draw(k, write_only) else { return };
+        let p = self.weight[k as usize];
+        self.schedule_with(k, p, write_only);
+    }
+
+    /// Schedule page `k`'s event at a draw with per-access probability `p`.
+    fn schedule_with(&mut self, k: u64, p: f64, write_only: bool) {
+        let Some(at) = self.draw_with(p, write_only) else {
+            return;
+        };
         // generation 1 belongs to the initial events; later ones skip it when wrapping
         let g = match self.generation[k as usize].wrapping_add(1) {
             1 => 2,
@@ -323,6 +337,24 @@ impl Kernel {
         }
     }
 
+    /// The next access to any page of [first, first + n) (one folio's protected pages) needs a
+    /// fault, which handles them all: one event at the first of them, drawn with their summed
+    /// probability.
+    pub fn sampler_needs_fault_range(&mut self, mm: usize, vma: usize, first: u64, n: u64, write_only: bool) {
+        if n == 1 {
+            return self.sampler_needs_fault(mm, vma, first, write_only);
+        }
+        if let Some(s) = self.sampler_of(mm, vma) {
+            let smp = &mut self.samplers[s];
+            let lo = (first as usize).min(smp.weight.len());
+            let hi = ((first + n) as usize).min(smp.weight.len());
+            if lo < hi {
+                let p: f64 = smp.weight[lo..hi].iter().sum();
+                smp.schedule_with(first, p, write_only);
+            }
+        }
+    }
+
     /// Does another thread of the process touch page `idx` while the faulting task `t` has it
     /// isolated for `window_ns`? Returns that thread. (v5.13 changelog: the second thread takes
     /// the hint fault too, fails folio_isolate_lru and maps the page.)
@@ -365,14 +397,18 @@ impl Kernel {
     // mm/migrate.c: migration_entry_wait
     pub fn migration_entry_stalls(&mut self, pages: &[crate::mm::rmap::PageRef], duration_ns: f64, batched: bool) {
         let Some(first) = pages.first() else { return };
-        let Some(s) = self.sampler_of(first.mm, first.vma) else { return };
+        let Some(s) = self.sampler_of(first.mm, first.vma) else {
+            return;
+        };
         let mass: f64 = pages.iter().map(|p| self.samplers[s].weight.get(p.idx as usize).copied().unwrap_or(0.0)).sum();
         let mm = first.mm;
         let window = if batched { duration_ns } else { duration_ns / pages.len() as f64 };
         // the wait depends on the thread's node only: compute it once per node
         let mut wait_on = [None; MAX_NODES];
         for c in 0..self.cpus.len() {
-            let Some(t) = self.cpus[c].curr().filter(|&t| self.tasks[t].mm == mm) else { continue };
+            let Some(t) = self.cpus[c].curr().filter(|&t| self.tasks[t].mm == mm) else {
+                continue;
+            };
             let node = self.topo.cpu_node[c];
             let wait = match wait_on[node] {
                 Some(w) => w,
@@ -471,8 +507,23 @@ impl Kernel {
             self.do_anonymous_page(t, vma, k).unwrap_or(0.0)
         } else if pt.protnone(k) {
             let c = self.do_numa_page(t, vma, k);
-            if !self.mms[mm].vmas[vma].pt.writable(k) {
-                self.sampler_needs_fault(mm, vma, k, true);
+            // pages the fault left read-only take a write fault on their next store (a THP's
+            // PMD one for all of them)
+            let pt = &self.mms[mm].vmas[vma].pt;
+            let (head, nr) = pt.folio(k);
+            if pt.pmd_mapped(k) {
+                if !pt.writable(head) {
+                    self.sampler_needs_fault_range(mm, vma, head, nr, true);
+                }
+            } else if nr == 1 {
+                if !pt.writable(k) {
+                    self.sampler_needs_fault(mm, vma, k, true);
+                }
+            } else {
+                let ro: Vec<u64> = (head..head + nr).filter(|&i| pt.populated(i) && !pt.protnone(i) && !pt.writable(i)).collect();
+                for i in ro {
+                    self.sampler_needs_fault(mm, vma, i, true);
+                }
             }
             c
         } else if write_only && !pt.writable(k) {
