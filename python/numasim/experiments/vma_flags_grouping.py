@@ -112,7 +112,8 @@ def scenario(bench: str, column: str, overrides=None) -> dict:
     """One run: ``bench`` is a workload kind (an autonumabench test or "xfs_repair"),
     ``column`` one of COLUMNS. Only kernel.version and kernel.features depend on the column."""
     version, features = KERNELS[column]
-    kernel = {"version": version}
+    # the 2015 runs had THP on (their huge PMD updates are non-zero, workloads.md §6(d))
+    kernel = {"version": version, "thp": {"enabled": "always"}}
     if features:
         kernel["features"] = dict(features)
     d = {
