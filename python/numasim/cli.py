@@ -112,12 +112,18 @@ def cmd_reproduce(args) -> int:
 
 # ---------------------------------------------------------------- bench
 
-BENCH_WORKLOADS = ["numa01", "numa02", "delay-mapping"]
+BENCH_WORKLOADS = ["numa01", "numa02", "delay-mapping", "numa01-mthp16k"]
 
 
 def _bench_scenario(workload: str) -> tuple:
     """(machine, TOML): autonuma tests on the default machine; `delay-mapping` is that
-    experiment's patched run at the changelog's scale (70 GiB, 64 threads, 60 s timed loop)."""
+    experiment's patched run at the changelog's scale (70 GiB, 64 threads, 60 s timed loop);
+    `numa01-mthp16k` is mthp-numa's patched numa01 with 16K mTHP (6.10, PMD THP never)."""
+    if workload == "numa01-mthp16k":
+        from numasim.experiments.mthp_numa import MACHINE, scenario
+        from numasim.scenario import to_toml
+
+        return MACHINE, to_toml(scenario("16K", "numa01", "patched"))
     if workload == "delay-mapping":
         from numasim.experiments.tlb_flush import MACHINE, delay_mapping_scenario
         from numasim.scenario import to_toml
@@ -235,7 +241,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--strict", action="store_true", help="exit 1 when a check fails")
     sp.set_defaults(func=cmd_reproduce)
 
-    sp = sub.add_parser("bench", help="measure simulator speed (numa01, numa02, delay-mapping)")
+    sp = sub.add_parser("bench", help=("measure simulator speed (numa01, numa02, delay-mapping, "
+                                       "numa01-mthp16k)"))
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(func=cmd_bench)
 

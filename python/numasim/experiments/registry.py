@@ -166,4 +166,9 @@ def names() -> list:
 
 def _load() -> None:
     # Importing an experiment module registers it.
-    from numasim.experiments import autonuma_balancing, tlb_flush, vma_flags_grouping  # noqa: F401
+    from numasim.experiments import (  # noqa: F401
+        autonuma_balancing,
+        mthp_numa,
+        tlb_flush,
+        vma_flags_grouping,
+    )
