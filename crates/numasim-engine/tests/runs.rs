@@ -80,6 +80,18 @@ fn runs_are_deterministic() {
     assert_eq!(a, b);
 }
 
+/// Large folios keep runs deterministic, fragmentation draws included, and conserve pages
+/// (the invariants run at every sample, including the PMD-THP uniformity check).
+#[test]
+fn large_folio_runs_are_deterministic() {
+    let text = "seed = 3\n[machine]\ncpus_per_node = 8\nsmt = 2\nfragmentation = 0.5\n[kernel.sysctl]\nnuma_balancing_scan_delay_ms = 100\n[kernel.thp]\nenabled = \"always\"\nsizes = { \"64K\" = \"always\" }\n[[workload]]\nkind = \"numa01_THREAD_ALLOC\"\nsize_mib = 64\npasses = 100\n";
+    let a = run_toml(text);
+    assert_eq!(a.to_json().to_string(), run_toml(text).to_json().to_string());
+    assert!(a.counter("thp_fault_alloc") > 0 && a.counter("thp_fault_fallback") > 0, "some PMDs fall back at fragmentation 0.5");
+    assert!(a.mthp.iter().any(|(size, alloc, _)| size == "64kB" && *alloc > 0));
+    assert!(a.counter("numa_pages_migrated") > 0);
+}
+
 /// Every autonuma-benchmark variant runs to completion at small scale with consistent counters.
 #[test]
 fn every_autonuma_variant_completes() {
