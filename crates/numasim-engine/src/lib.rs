@@ -37,8 +37,8 @@ pub fn estimate_host_bytes(s: &Scenario) -> u64 {
     (64 << 20) + per_page + pages / 512 * 32 + samples * (vmstat::NR_VM_EVENTS as u64 * 8 + 64)
 }
 
-/// Parse, check the host can hold it, run, and return the result as JSON text.
-pub fn run_toml(text: &str, host_memory_bytes: Option<u64>) -> Result<String> {
+/// Parse, check the host can hold it, and build the simulation (nothing has run yet).
+pub fn prepare_toml(text: &str, host_memory_bytes: Option<u64>) -> Result<Simulation> {
     let s = parse_scenario(text)?;
     if let Some(avail) = host_memory_bytes {
         let need = estimate_host_bytes(&s);
@@ -46,6 +46,11 @@ pub fn run_toml(text: &str, host_memory_bytes: Option<u64>) -> Result<String> {
             return Err(Error::Capacity { needed: need, available: avail });
         }
     }
-    let r = run(&s)?;
+    Simulation::new(&s)
+}
+
+/// Parse, check the host can hold it, run, and return the result as JSON text.
+pub fn run_toml(text: &str, host_memory_bytes: Option<u64>) -> Result<String> {
+    let r = prepare_toml(text, host_memory_bytes)?.finish()?;
     Ok(r.to_json().to_string())
 }

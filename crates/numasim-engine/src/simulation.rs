@@ -39,6 +39,15 @@ impl Simulation {
         self.k.now as f64 / 1e9
     }
 
+    /// (simulated ns, time limit ns, NUMA events so far: PTE updates + hint faults + pages
+    /// migrated + TLB-shootdown IPIs), for a progress display.
+    pub fn progress(&self) -> (u64, u64, u64) {
+        use crate::vmstat::VmEvent::*;
+        let v = &self.k.vmstat;
+        let ipis: u64 = self.k.irq_tlb_count.iter().sum();
+        (self.k.now, self.max_ns, v.get(NumaPteUpdates) + v.get(NumaHintFaults) + v.get(PgmigrateSuccess) + ipis)
+    }
+
     pub fn finished(&self) -> bool {
         self.done
     }

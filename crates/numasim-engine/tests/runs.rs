@@ -385,3 +385,32 @@ fn preserving_the_write_bit_saves_write_faults() {
     let base = on.counter("pgfault") - on.counter("numa_hint_faults");
     assert!(extra > base + on.counter("numa_hint_faults") / 2, "{extra} vs {base}");
 }
+
+/// The validation workload: buffer first-touched on node 0, streamed from node 1. With
+/// balancing every page ends on node 1 (each migrated once); without, none moves. With
+/// MADV_NOHUGEPAGE no THP is allocated even with THP "always"; with MADV_HUGEPAGE the buffer is
+/// PMD-mapped and scanned as 2 MiB units.
+#[test]
+fn remote_toucher_pulls_buffer_to_the_run_node() {
+    let sc = |balancing: bool, thp: &str, advice: &str| {
+        format!(
+            "[machine]\nprofile = \"intel-2s-128g\"\ncpus_per_node = 2\nmemory_gib_per_node = 2\n[kernel]\nnuma_balancing = {balancing}\n[kernel.thp]\nenabled = \"{thp}\"\n\
+             [[workload]]\nkind = \"remote_toucher\"\nsize_mib = 32\nduration_s = 6\nmadvise = \"{advice}\"\n[run]\nsample_interval_ms = 1000\n"
+        )
+    };
+    let last_on_node = |r: &RunResult, node: usize| r.samples.memory.iter().filter(|m| m.2 == node).map(|m| (m.0, m.3)).max().map_or(0, |m| m.1);
+    let on = run_toml(&sc(true, "never", "none"));
+    assert_eq!(on.counter("numa_pages_migrated"), 32 * 256, "every page moves once");
+    let off = run_toml(&sc(false, "never", "none"));
+    assert_eq!(off.counter("numa_pages_migrated"), 0);
+    assert_eq!(off.counter("numa_hint_faults"), 0);
+    assert!(last_on_node(&on, 1) > last_on_node(&off, 1));
+    let nohuge = run_toml(&sc(true, "always", "nohugepage"));
+    assert_eq!(nohuge.counter("thp_fault_alloc"), 0);
+    assert_eq!(nohuge.counter("numa_huge_pte_updates"), 0);
+    let huge = run_toml(&sc(true, "madvise", "hugepage"));
+    assert_eq!(huge.counter("thp_fault_alloc"), 16, "32 MiB = 16 PMDs");
+    assert!(huge.counter("numa_huge_pte_updates") >= 16);
+    assert_eq!(huge.counter("numa_pte_updates"), 512 * huge.counter("numa_huge_pte_updates"));
+    assert_eq!(huge.counter("thp_migration_success"), 16);
+}

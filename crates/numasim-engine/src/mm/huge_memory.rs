@@ -3,7 +3,7 @@
 
 use crate::kernel::Kernel;
 use crate::mm::pgtable::BLOCK_PAGES;
-use crate::mm::types::VM_HUGEPAGE;
+use crate::mm::types::{VM_HUGEPAGE, VM_NOHUGEPAGE};
 use serde::Serialize;
 
 /// HPAGE_PMD_ORDER on x86-64 with 4 KiB pages.
@@ -76,6 +76,9 @@ impl ThpConfig {
     // mm/huge_memory.c: __thp_vma_allowable_orders (anon, fault path)
     pub fn allowable_orders(&self, vm_flags: u32) -> u16 {
         let mut mask = 0;
+        if vm_flags & VM_NOHUGEPAGE != 0 {
+            return 0; // vma_thp_disabled
+        }
         for o in ANON_ORDERS {
             let mode = match self.sizes[o as usize] {
                 ThpMode::Inherit => self.enabled,

@@ -10,6 +10,8 @@ pub const VM_EXEC: u32 = 0x4;
 pub const VM_SHARED: u32 = 0x8;
 /// madvise(MADV_HUGEPAGE)
 pub const VM_HUGEPAGE: u32 = 0x2000_0000;
+/// madvise(MADV_NOHUGEPAGE)
+pub const VM_NOHUGEPAGE: u32 = 0x4000_0000;
 
 /// struct vma_numab_state (v6.4+): per-VMA scan delay and PID activity.
 #[derive(Debug, Clone, Default)]

@@ -105,6 +105,9 @@ pub struct RawWorkload {
     pub io_ms: Option<f64>,
     pub io_kib: Option<i64>,
     pub work_s: Option<f64>,
+    pub touch_node: Option<i64>,
+    pub run_node: Option<i64>,
+    pub madvise: Option<String>,
 }
 
 impl RawWorkload {
@@ -138,6 +141,9 @@ impl RawWorkload {
             ("io_ms", self.io_ms.is_some()),
             ("io_kib", self.io_kib.is_some()),
             ("work_s", self.work_s.is_some()),
+            ("touch_node", self.touch_node.is_some()),
+            ("run_node", self.run_node.is_some()),
+            ("madvise", self.madvise.is_some()),
         ];
         keys.iter().filter(|k| k.1).map(|k| k.0).collect()
     }

@@ -66,6 +66,8 @@ pub struct Task {
     pub program: Vec<Op>,
     pub pc: usize,
     pub sweep: SweepState,
+    /// When the current time-bounded op started (ns), for `Op::SweepFor`.
+    pub op_start_ns: Option<f64>,
     pub children: Vec<usize>,
     pub parent: Option<usize>,
     /// Sleeping until this time (ns) rather than for children.

@@ -236,6 +236,7 @@ pub(crate) fn new_task(k: &mut Kernel, mm: usize, comm: &str, workload: usize, p
         program,
         pc: 0,
         sweep: SweepState::default(),
+        op_start_ns: None,
         children: Vec::new(),
         parent,
         wake_at: None,

@@ -121,6 +121,21 @@ impl Kernel {
                         self.tasks[t].sweep = SweepState::default();
                     }
                 }
+                Op::SweepFor { vma, first, npages, duration_ns } => {
+                    let at = self.now as f64 + (tick - b);
+                    let end = *self.tasks[t].op_start_ns.get_or_insert(at) + duration_ns as f64;
+                    if at < end {
+                        let slice = (end - at).min(b);
+                        let mut bb = slice;
+                        self.sweep(t, vma, first, npages, u32::MAX, &mut bb);
+                        b -= slice - bb;
+                    }
+                    if self.now as f64 + (tick - b) >= end {
+                        self.tasks[t].pc += 1;
+                        self.tasks[t].sweep = SweepState::default();
+                        self.tasks[t].op_start_ns = None;
+                    }
+                }
                 Op::Spawn => {
                     let children = self.tasks[t].children.clone();
                     self.spawned.extend(children);

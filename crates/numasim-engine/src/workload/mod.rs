@@ -6,6 +6,7 @@ pub mod memhog;
 pub mod migratepages;
 pub mod pmbench;
 pub mod random;
+pub mod remote_toucher;
 pub mod xfsrepair;
 
 use crate::error::ScenarioProblem;
@@ -25,6 +26,8 @@ pub enum Op {
     SetAffinity(u8),
     /// Sequential store stream (memset) over VMA pages [first, first + npages), `passes` times.
     Sweep { vma: usize, first: u64, npages: u64, passes: u32 },
+    /// The same stream, pass after pass, until `duration_ns` of wall time after the op starts.
+    SweepFor { vma: usize, first: u64, npages: u64, duration_ns: u64 },
     /// clone(2)/fork(2) every child prepared for this task
     Spawn,
     /// pthread_join / wait(2) for every child
@@ -54,6 +57,7 @@ pub enum WorkloadSpec {
     Pmbench(pmbench::PmbenchSpec),
     MovePages(migratepages::MovePagesSpec),
     XfsRepair(xfsrepair::XfsRepairSpec),
+    RemoteToucher(remote_toucher::RemoteToucherSpec),
 }
 
 impl WorkloadSpec {
@@ -65,15 +69,16 @@ impl WorkloadSpec {
             WorkloadSpec::MigratePages(_) | WorkloadSpec::MovePages(_) => 0,
             WorkloadSpec::Pmbench(p) => p.footprint_pages(),
             WorkloadSpec::XfsRepair(x) => x.cache_mib * 256,
+            WorkloadSpec::RemoteToucher(r) => r.size_mib * 256,
         }
     }
 
-    /// Host bytes the engine keeps per page of this workload: the page arrays (6 B), plus for
+    /// Host bytes the engine keeps per page of this workload: the page arrays (7 B), plus for
     /// random-access workloads the weight (8 B), event generation (1 B) and heap entry (24 B).
     pub fn host_bytes_per_page(&self) -> u64 {
         match self {
-            WorkloadSpec::Pmbench(_) | WorkloadSpec::XfsRepair(_) => 6 + 8 + 1 + 24,
-            _ => 6,
+            WorkloadSpec::Pmbench(_) | WorkloadSpec::XfsRepair(_) => 7 + 8 + 1 + 24,
+            _ => 7,
         }
     }
 
@@ -86,6 +91,7 @@ impl WorkloadSpec {
             WorkloadSpec::MovePages(m) => m.build(k, index),
             WorkloadSpec::Pmbench(p) => p.build(k, index, rng),
             WorkloadSpec::XfsRepair(x) => x.build(k, index, rng),
+            WorkloadSpec::RemoteToucher(r) => r.build(k, index),
         }
     }
 }
@@ -101,9 +107,10 @@ pub fn resolve(w: &RawWorkload, i: usize, nr_workloads: usize, topo: &Topology, 
         "move_pages" => migratepages::MovePagesSpec::resolve(w, i, nr_workloads, topo, p).map(WorkloadSpec::MovePages),
         "pmbench" => pmbench::PmbenchSpec::resolve(w, i, topo, p).map(WorkloadSpec::Pmbench),
         "xfs_repair" => xfsrepair::XfsRepairSpec::resolve(w, i, p).map(WorkloadSpec::XfsRepair),
+        "remote_toucher" => remote_toucher::RemoteToucherSpec::resolve(w, i, topo, p).map(WorkloadSpec::RemoteToucher),
         _ => {
             let mut kinds: Vec<&str> = autonuma::KINDS.to_vec();
-            kinds.extend(["memory_eater", "migratepages", "move_pages", "pmbench", "xfs_repair"]);
+            kinds.extend(["memory_eater", "migratepages", "move_pages", "pmbench", "remote_toucher", "xfs_repair"]);
             p.push(ScenarioProblem::new(format!("workload[{i}].kind"), "invalid_value", format!("unknown workload kind `{}`, expected one of {}", w.kind, kinds.join(", "))));
             None
         }

@@ -1,0 +1,89 @@
+//! A remote-memory toucher (the real-kernel validation workload, `realkernel/src/numawork.c`):
+//! the main thread, bound to `touch_node`, first-touches the whole buffer; then one worker per
+//! CPU of `run_node` streams over all of it for `duration_s`, so NUMA balancing should pull the
+//! buffer to `run_node`.
+
+use super::autonuma::{new_mm, new_task};
+use super::Op;
+use crate::error::ScenarioProblem;
+use crate::kernel::Kernel;
+use crate::mm::types::{VM_HUGEPAGE, VM_NOHUGEPAGE, VM_READ, VM_WRITE};
+use crate::scenario::raw::RawWorkload;
+use crate::topology::Topology;
+use serde::Serialize;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RemoteToucherSpec {
+    pub kind: String,
+    pub size_mib: u64,
+    /// Worker threads, one per CPU of `run_node` (wrapping when there are more).
+    pub threads: usize,
+    pub touch_node: usize,
+    pub run_node: usize,
+    pub duration_s: f64,
+    /// madvise(2) advice on the buffer: "none", "hugepage" or "nohugepage".
+    pub madvise: String,
+    pub start_s: f64,
+}
+
+impl RemoteToucherSpec {
+    pub fn resolve(w: &RawWorkload, i: usize, topo: &Topology, p: &mut Vec<ScenarioProblem>) -> Option<Self> {
+        super::reject_keys(w, i, &["size_mib", "threads", "touch_node", "run_node", "duration_s", "madvise", "start_s"], p);
+        let start = p.len();
+        let mut bad = |key: &str, msg: String| p.push(ScenarioProblem::new(format!("workload[{i}].{key}"), "invalid_value", msg));
+        let size_mib = w.size_mib.unwrap_or(64);
+        if !(1..=1 << 32).contains(&size_mib) {
+            bad("size_mib", format!("must be in 1..=4294967296, got {size_mib}"));
+        }
+        let mut node = |key: &str, v: Option<i64>, def: i64| {
+            let n = v.unwrap_or(def);
+            if n < 0 || n as usize >= topo.nr_nodes {
+                bad(key, format!("node {n} does not exist (the machine has {} nodes)", topo.nr_nodes));
+                return 0;
+            }
+            n as usize
+        };
+        let touch_node = node("touch_node", w.touch_node, 0);
+        let run_node = node("run_node", w.run_node, 1.min(topo.nr_nodes as i64 - 1));
+        let mut bad = |key: &str, msg: String| p.push(ScenarioProblem::new(format!("workload[{i}].{key}"), "invalid_value", msg));
+        let threads = w.threads.unwrap_or(topo.node_cpus.get(run_node).map_or(1, |c| c.len()) as i64);
+        if !(1..=65536).contains(&threads) {
+            bad("threads", format!("must be in 1..=65536, got {threads}"));
+        }
+        let duration_s = w.duration_s.unwrap_or(f64::NAN);
+        if !(duration_s > 0.0 && duration_s < 1e6) {
+            bad("duration_s", format!("give the streaming phase length in (0, 1e6) s, got {duration_s}"));
+        }
+        let madvise = w.madvise.clone().unwrap_or_else(|| "none".into());
+        if !["none", "hugepage", "nohugepage"].contains(&madvise.as_str()) {
+            bad("madvise", format!("must be \"none\", \"hugepage\" or \"nohugepage\", got {madvise:?}"));
+        }
+        let start_s = w.start_s.unwrap_or(0.0);
+        if !(0.0..1e6).contains(&start_s) {
+            bad("start_s", format!("must be in [0, 1e6), got {start_s}"));
+        }
+        (p.len() == start).then(|| RemoteToucherSpec { kind: w.kind.clone(), size_mib: size_mib as u64, threads: threads as usize, touch_node, run_node, duration_s, madvise, start_s })
+    }
+
+    pub fn build(&self, k: &mut Kernel, index: usize) {
+        let pages = self.size_mib * 256;
+        let advice = match self.madvise.as_str() {
+            "hugepage" => VM_HUGEPAGE,
+            "nohugepage" => VM_NOHUGEPAGE,
+            _ => 0,
+        };
+        let mm = new_mm(k, "numawork");
+        let vma = k.mms[mm].mmap_anon(pages, VM_READ | VM_WRITE | advice);
+        // the main thread: bound to touch_node, memset (first touch), then moves to run_node
+        let prog = vec![Op::Sweep { vma, first: 0, npages: pages, passes: 1 }, Op::SetAffinity(1 << self.run_node), Op::Spawn, Op::Join];
+        let main = new_task(k, mm, "numawork", index, prog, None, (self.start_s * 1e9) as u64);
+        k.tasks[main].allowed = k.topo.cpu_node.iter().map(|&n| n == self.touch_node).collect();
+        let cpus = k.topo.node_cpus[self.run_node].clone();
+        for i in 0..self.threads {
+            let prog = vec![Op::SweepFor { vma, first: 0, npages: pages, duration_ns: (self.duration_s * 1e9) as u64 }];
+            let t = new_task(k, mm, "numawork", index, prog, Some(main), 0);
+            let cpu = cpus[i % cpus.len()];
+            k.tasks[t].allowed = (0..k.topo.nr_cpus()).map(|c| c == cpu).collect();
+        }
+    }
+}
