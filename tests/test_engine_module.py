@@ -41,3 +41,40 @@ def test_features_table():
         assert isinstance(f["modelled"], bool) and isinstance(f["default"], bool)
     assert len({f["name"] for f in feats}) == len(feats)
     assert json.loads(_engine.features()) == feats
+
+
+REMOTE_TOUCHER = """
+[machine]
+profile = "intel-2s-128g"
+cpus_per_node = 2
+memory_gib_per_node = 2
+[[workload]]
+kind = "remote_toucher"
+size_mib = 16
+duration_s = 4
+"""
+
+
+def test_progress_callback_sees_time_advance_and_changes_nothing():
+    calls = []
+    with_cb = _engine.run(REMOTE_TOUCHER, None, progress=lambda *a: calls.append(a))
+    assert with_cb == _engine.run(REMOTE_TOUCHER, None), "progress slices must not change the result"
+    times = [c[0] for c in calls]
+    assert len(calls) >= 4 and times == sorted(times) and len(set(times)) == len(times)
+    events = [c[2] for c in calls]
+    assert events == sorted(events) and events[-1] > 0
+    assert all(c[1] == 7200 * 10**9 for c in calls)  # run.max_sim_s default
+
+
+def test_exception_in_progress_callback_stops_the_run():
+    class Stop(Exception):
+        pass
+
+    def stop(*_):
+        raise Stop
+
+    try:
+        _engine.run(REMOTE_TOUCHER, None, progress=stop)
+    except Stop:
+        return
+    raise AssertionError("the callback's exception did not propagate")

@@ -53,11 +53,26 @@ fn to_pyerr(py: Python<'_>, f: Failure) -> PyErr {
     }
 }
 
-/// Run a scenario given as TOML text; returns the result as JSON text.
+/// Run a scenario given as TOML text; returns the result as JSON text. With `progress`, the
+/// engine runs in slices of simulated time and calls `progress(sim_ns, max_sim_ns, events)`
+/// (holding the GIL) after each; an exception it raises (e.g. KeyboardInterrupt) stops the run.
 #[pyfunction]
-#[pyo3(signature = (scenario_toml, host_memory_bytes=None))]
-fn run(py: Python<'_>, scenario_toml: String, host_memory_bytes: Option<u64>) -> PyResult<String> {
-    enter_engine(py, move || numasim_engine::run_toml(&scenario_toml, host_memory_bytes)).map_err(|f| to_pyerr(py, f))
+#[pyo3(signature = (scenario_toml, host_memory_bytes=None, progress=None))]
+fn run(py: Python<'_>, scenario_toml: String, host_memory_bytes: Option<u64>, progress: Option<PyObject>) -> PyResult<String> {
+    let Some(cb) = progress else {
+        return enter_engine(py, move || numasim_engine::run_toml(&scenario_toml, host_memory_bytes)).map_err(|f| to_pyerr(py, f));
+    };
+    let mut sim = enter_engine(py, move || numasim_engine::prepare_toml(&scenario_toml, host_memory_bytes)).map_err(|f| to_pyerr(py, f))?;
+    loop {
+        let (now, max, _) = sim.progress();
+        let until = now + (max / 1000).clamp(10_000_000, 1_000_000_000);
+        let more = enter_engine(py, || sim.step_until(until)).map_err(|f| to_pyerr(py, f))?;
+        cb.call1(py, sim.progress())?;
+        if !more {
+            break;
+        }
+    }
+    enter_engine(py, move || Ok(sim.finish()?.to_json().to_string())).map_err(|f| to_pyerr(py, f))
 }
 
 /// Validate a scenario; returns the fully resolved scenario as JSON text.
