@@ -34,7 +34,8 @@ pub fn estimate_host_bytes(s: &Scenario) -> u64 {
     let per_page: u64 = s.workloads.iter().map(|w| w.footprint_pages() * w.host_bytes_per_page()).sum();
     // page state + block summaries + tasks + time series (bounded by max_sim_s)
     let samples = (s.run.max_sim_s * 1000.0 / s.run.sample_interval_ms as f64) as u64;
-    (64 << 20) + per_page + pages / 512 * 32 + samples * (vmstat::NR_VM_EVENTS as u64 * 8 + 64)
+    let placements = if s.run.placement_interval_ms == 0 { 0 } else { (s.run.max_sim_s * 1000.0 / s.run.placement_interval_ms as f64) as u64 };
+    (64 << 20) + per_page + pages / 512 * 32 + samples * (vmstat::NR_VM_EVENTS as u64 * 8 + 64) + placements * 8192
 }
 
 /// Parse, check the host can hold it, and build the simulation (nothing has run yet).

@@ -1,7 +1,10 @@
 //! Run results: counters under /proc/vmstat names, times, and time series, as JSON.
 
 use crate::kernel::Kernel;
+use crate::mm::pgtable::BLOCK_PAGES;
 use crate::scenario::Scenario;
+use crate::sched::task::TaskState;
+use crate::topology::MAX_NODES;
 use crate::vmstat::{NR_VM_EVENTS, VM_EVENT_NAMES};
 use serde_json::{json, Map, Value};
 
@@ -12,9 +15,48 @@ pub struct Samples {
     pub vmstat: Vec<[u64; NR_VM_EVENTS]>,
     /// (sample index, pid, node, resident pages): autonuma-benchmark's memory-per-node plot.
     pub memory: Vec<(usize, u32, usize, u64)>,
+    /// (sample index, tid, tgid, CPU node, preferred node or -1), every placement interval.
+    pub tasks: Vec<(usize, u32, u32, u8, i8)>,
+    /// (sample index, pid, bucket, node, pages): where each process's address space lives,
+    /// its mapped pages (VMAs in address order) cut into PLACEMENT_BUCKETS equal ranges.
+    pub placement: Vec<(usize, u32, u16, u8, u64)>,
 }
 
+/// Address ranges of the page-placement map.
+pub const PLACEMENT_BUCKETS: usize = 64;
+
 impl Samples {
+    /// Per-task nodes and the page-placement map (from the 2 MiB block summaries, not pages).
+    pub fn record_placement(&mut self, k: &Kernel) {
+        let i = self.time_ns.len().saturating_sub(1);
+        for t in k.tasks.iter().filter(|t| !matches!(t.state, TaskState::NotStarted | TaskState::Exited)) {
+            let pref = t.numa.preferred_nid.map_or(-1, |n| n as i8);
+            self.tasks.push((i, t.pid, t.tgid, k.topo.cpu_node[t.cpu] as u8, pref));
+        }
+        for m in k.mms.iter().filter(|m| m.users > 0) {
+            let total: u64 = m.vmas.iter().map(|v| v.pt.len()).sum();
+            if total == 0 {
+                continue;
+            }
+            let mut acc = vec![[0u64; MAX_NODES]; PLACEMENT_BUCKETS];
+            let mut base = 0u64;
+            for v in &m.vmas {
+                for (b, blk) in v.pt.blocks.iter().enumerate() {
+                    let bucket = ((base + b as u64 * BLOCK_PAGES) * PLACEMENT_BUCKETS as u64 / total) as usize;
+                    for n in 0..k.topo.nr_nodes {
+                        acc[bucket.min(PLACEMENT_BUCKETS - 1)][n] += blk.node[n] as u64;
+                    }
+                }
+                base += v.pt.len();
+            }
+            for (b, per_node) in acc.iter().enumerate() {
+                for (n, &pages) in per_node.iter().enumerate().take(k.topo.nr_nodes).filter(|x| *x.1 > 0) {
+                    self.placement.push((i, m.tgid, b as u16, n as u8, pages));
+                }
+            }
+        }
+    }
+
     pub fn record(&mut self, k: &Kernel) {
         let i = self.time_ns.len();
         self.time_ns.push(k.now);
@@ -229,6 +271,23 @@ impl RunResult {
             "node": mem.iter().map(|r| r.2).collect::<Vec<_>>(),
             "pages": mem.iter().map(|r| r.3).collect::<Vec<_>>(),
         });
+        let ts = &self.samples.tasks;
+        let tasks_series = json!({
+            "time_s": ts.iter().map(|r| times[r.0]).collect::<Vec<_>>(),
+            "tid": ts.iter().map(|r| r.1).collect::<Vec<_>>(),
+            "pid": ts.iter().map(|r| r.2).collect::<Vec<_>>(),
+            "cpu_node": ts.iter().map(|r| r.3).collect::<Vec<_>>(),
+            "preferred_nid": ts.iter().map(|r| r.4).collect::<Vec<_>>(),
+        });
+        let pl = &self.samples.placement;
+        let placement = json!({
+            "buckets": PLACEMENT_BUCKETS,
+            "time_s": pl.iter().map(|r| times[r.0]).collect::<Vec<_>>(),
+            "pid": pl.iter().map(|r| r.1).collect::<Vec<_>>(),
+            "bucket": pl.iter().map(|r| r.2).collect::<Vec<_>>(),
+            "node": pl.iter().map(|r| r.3).collect::<Vec<_>>(),
+            "pages": pl.iter().map(|r| r.4).collect::<Vec<_>>(),
+        });
         let processes: Vec<Value> = self
             .processes
             .iter()
@@ -251,7 +310,7 @@ impl RunResult {
             "processes": processes,
             "tasks": self.tasks.iter().map(|t| json!({"pid": t.pid, "tgid": t.tgid, "node": t.node, "preferred_nid": t.preferred_nid,
                                                       "numa_group": t.numa_group, "mem_node": t.mem_node})).collect::<Vec<_>>(),
-            "series": {"vmstat": vmstat, "memory": memory},
+            "series": {"vmstat": vmstat, "memory": memory, "tasks": tasks_series, "placement": placement},
             "mthp": self.mthp.iter().map(|(size, a, f)| (format!("hugepages-{size}"), json!({"anon_fault_alloc": a, "anon_fault_fallback": f}))).collect::<Map<String, Value>>(),
             "folio_migrations": {"folios": self.folios.folios, "migrations": self.folios.migrations, "max": self.folios.max,
                                  "hist_min": (0..self.folios.hist.len()).map(|b| 1u64 << b).collect::<Vec<_>>(), "hist": self.folios.hist},

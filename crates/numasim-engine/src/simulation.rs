@@ -18,6 +18,8 @@ pub struct Simulation {
     max_ns: u64,
     sample_ns: u64,
     next_sample: u64,
+    placement_ns: u64,
+    next_placement: u64,
     samples: Samples,
     done: bool,
 }
@@ -30,7 +32,19 @@ impl Simulation {
             w.build(&mut k, i, &mut rng);
         }
         let sample_ns = s.run.sample_interval_ms * 1_000_000;
-        let mut sim = Simulation { k, scenario: s.clone(), tick_no: 0, max_ns: (s.run.max_sim_s * 1e9) as u64, sample_ns, next_sample: sample_ns, samples: Samples::default(), done: false };
+        let placement_ns = s.run.placement_interval_ms * 1_000_000;
+        let mut sim = Simulation {
+            k,
+            scenario: s.clone(),
+            tick_no: 0,
+            max_ns: (s.run.max_sim_s * 1e9) as u64,
+            sample_ns,
+            next_sample: sample_ns,
+            placement_ns,
+            next_placement: placement_ns,
+            samples: Samples::default(),
+            done: false,
+        };
         sim.samples.record(&sim.k);
         Ok(sim)
     }
@@ -114,6 +128,10 @@ impl Simulation {
             invariants::check_counters(k)?;
             self.samples.record(k);
             self.next_sample = (k.now / self.sample_ns + 1) * self.sample_ns;
+            if self.placement_ns > 0 && (k.now >= self.next_placement || all_exited) {
+                self.samples.record_placement(k);
+                self.next_placement = (k.now / self.placement_ns + 1) * self.placement_ns;
+            }
         }
         if all_exited || k.now >= self.max_ns {
             self.done = true;

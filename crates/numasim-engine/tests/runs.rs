@@ -19,6 +19,16 @@ fn check_invariants(r: &RunResult) {
     for w in r.samples.vmstat.windows(2) {
         assert!(w[0].iter().zip(w[1].iter()).all(|(a, b)| a <= b), "counters never decrease");
     }
+    // the placement map adds up to the resident pages of the same sample, per process and node
+    let mut sums = std::collections::BTreeMap::new();
+    for &(i, pid, _, node, pages) in &r.samples.placement {
+        *sums.entry((i, pid, node as usize)).or_insert(0u64) += pages;
+    }
+    for (&(i, pid, node), &pages) in &sums {
+        let resident = r.samples.memory.iter().find(|m| m.0 == i && m.1 == pid && m.2 == node).map_or(0, |m| m.3);
+        assert_eq!(pages, resident, "placement of pid {pid} node {node} at sample {i}");
+    }
+    assert!(r.samples.tasks.iter().all(|t| (t.4 as i64) < r.nr_nodes as i64 && (t.3 as usize) < r.nr_nodes));
 }
 
 fn workload(kind: &str, balancing: bool) -> String {
@@ -405,6 +415,10 @@ fn remote_toucher_pulls_buffer_to_the_run_node() {
     assert_eq!(off.counter("numa_pages_migrated"), 0);
     assert_eq!(off.counter("numa_hint_faults"), 0);
     assert!(last_on_node(&on, 1) > last_on_node(&off, 1));
+    let last = on.samples.placement.iter().map(|p| p.0).max().expect("placement map sampled");
+    let on_node1: u64 = on.samples.placement.iter().filter(|p| p.0 == last && p.3 == 1).map(|p| p.4).sum();
+    assert_eq!(on_node1, 32 * 256, "the map shows the whole buffer on node 1");
+    assert!(on.samples.tasks.iter().any(|t| t.4 == 1), "workers prefer node 1");
     let nohuge = run_toml(&sc(true, "always", "nohugepage"));
     assert_eq!(nohuge.counter("thp_fault_alloc"), 0);
     assert_eq!(nohuge.counter("numa_huge_pte_updates"), 0);

@@ -70,4 +70,6 @@ impl Default for Sysctl {
 pub struct RunConfig {
     pub sample_interval_ms: u64,
     pub max_sim_s: f64,
+    /// Sampling of the per-task node series and the page-placement map (0: off).
+    pub placement_interval_ms: u64,
 }

@@ -154,4 +154,5 @@ impl RawWorkload {
 pub struct RawRun {
     pub sample_interval_ms: Option<i64>,
     pub max_sim_s: Option<f64>,
+    pub placement_interval_ms: Option<i64>,
 }
