@@ -17,7 +17,7 @@ ifeq ($(wildcard python/numasim/_engine*.so),)
 $(shell rm -f $(BUILD_STAMP))
 endif
 
-.PHONY: help setup run test bench lint check-cargo clean
+.PHONY: help setup run test bench lint check-cargo clean workloads test-vm
 
 help:
 	@echo "make setup   create .venv, install pinned tools, build the engine"
@@ -25,6 +25,8 @@ help:
 	@echo "make test    cargo tests + pytest"
 	@echo "make bench   simulator speed (numasim bench)"
 	@echo "make lint    cargo clippy + python compileall"
+	@echo "make workloads  static C workloads for real-kernel runs (build/realkernel/numaw)"
+	@echo "make test-vm    real-kernel validation in QEMU (6.1 and 6.12; needs system-deps)"
 
 check-cargo:
 	@command -v cargo >/dev/null 2>&1 || { \
@@ -62,3 +64,17 @@ lint: setup
 
 clean:
 	rm -rf $(VENV) python/numasim/_engine*.so
+
+# Real-kernel workloads (workloads/*.c): one static binary, no libnuma, no Rust needed.
+NUMAW     := build/realkernel/numaw
+NUMAW_SRC := $(wildcard workloads/*.c workloads/*.h)
+
+$(NUMAW): $(NUMAW_SRC)
+	@mkdir -p $(@D)
+	gcc -O2 -Wall -Wextra -Wno-unused-parameter -static -pthread -o $@ $(filter %.c,$(NUMAW_SRC)) -lm
+
+workloads: $(NUMAW)
+
+# Boots Debian kernels in QEMU (TCG): several minutes, so not part of `make test`.
+test-vm: $(NUMAW) | $(PY)
+	NUMASIM_VM_TESTS=1 $(BIN)/pytest -q tests/test_realkernel_vm.py

@@ -1,0 +1,44 @@
+/* numaw: dispatch on the workload kind (the simulator's [[workload]] kind names). */
+#include "nsw.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: numaw KIND key=value ...   (KIND: numa01[_THREAD_ALLOC], numa02[_SMT][_HARD_BIND|_INVERSE_BIND],\n"
+			"                                   remote_toucher, pmbench, memory_eater, migratepages, move_pages)\n"
+			"       numaw run SPEC [interval_ms=N] [max_s=S]\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage();
+		return 2;
+	}
+	const char *kind = argv[1];
+	prctl(PR_SET_NAME, kind, 0, 0, 0);
+	if (!strcmp(kind, "run"))
+		return main_run(argc - 2, argv + 2);
+	if (!strncmp(kind, "numa01", 6) || !strncmp(kind, "numa02", 6))
+		return main_autonuma(kind, argc - 2, argv + 2);
+	if (!strcmp(kind, "remote_toucher"))
+		return main_remote_toucher(argc - 2, argv + 2);
+	if (!strcmp(kind, "pmbench"))
+		return main_pmbench(argc - 2, argv + 2);
+	if (!strcmp(kind, "memory_eater"))
+		return main_memory_eater(argc - 2, argv + 2);
+	if (!strcmp(kind, "migratepages"))
+		return main_migratepages(argc - 2, argv + 2);
+	if (!strcmp(kind, "move_pages"))
+		return main_move_pages(argc - 2, argv + 2);
+	if (!strcmp(kind, "-h") || !strcmp(kind, "--help")) {
+		usage();
+		return 0;
+	}
+	fprintf(stderr, "numaw: unknown workload kind %s\n", kind);
+	usage();
+	return 2;
+}

@@ -1,0 +1,90 @@
+/* remote_toucher: first touch on one node, then stream from another (the simulator's
+ * `remote_toucher` kind). The main thread, bound to touch_node's CPUs, memsets the buffer
+ * (first touch); then `threads` workers bound one per CPU of run_node stream over the whole
+ * buffer for duration_s: each pass reads every 64-byte line and writes one byte per 4 KiB page. */
+#include "nsw.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct tw {
+	pthread_t tid;
+	int cpu;
+	volatile char *buf;
+	size_t size;
+	double until;
+	long passes;
+	unsigned long sum;
+};
+
+static void *stream(void *arg)
+{
+	struct tw *w = arg;
+	pin_self_cpu(w->cpu);
+	unsigned long sum = 0;
+	const size_t block = 1 << 20; /* check the clock once per MiB */
+	while (now_s() < w->until) {
+		for (size_t off = 0; off < w->size && now_s() < w->until; off += block) {
+			size_t end = off + block < w->size ? off + block : w->size;
+			for (size_t p = off; p < end; p += 4096) {
+				for (size_t l = 0; l < 4096; l += 64)
+					sum += w->buf[p + l];
+				w->buf[p] = (char)sum;
+			}
+		}
+		w->passes++;
+	}
+	w->sum = sum;
+	return NULL;
+}
+
+int main_remote_toucher(int argc, char **argv)
+{
+	struct args a;
+	args_parse(&a, argc, argv);
+	long size_mib = arg_long(&a, "size_mib", 64);
+	long touch_node = arg_long(&a, "touch_node", 0);
+	long run_node = arg_long(&a, "run_node", 1);
+	cpu_set_t run_set;
+	int nrun = node_cpus(run_node, &run_set);
+	long threads = arg_long(&a, "threads", nrun);
+	if (!arg_has(&a, "duration_s"))
+		die("remote_toucher: duration_s is required");
+	double duration = arg_double(&a, "duration_s", 0);
+	const char *adv = arg_str(&a, "madvise", "none");
+	arg_double(&a, "start_s", 0);
+	args_done(&a, "remote_toucher");
+	if (size_mib < 1 || threads < 1 || nrun < 1)
+		die("remote_toucher: size_mib, threads and run_node's CPUs must be >= 1");
+
+	size_t size = (size_t)size_mib << 20;
+	pin_self_node(touch_node);
+	char *buf = map_buffer(size, adv);
+	double t0 = now_s();
+	write_pages(buf, size);
+	double t1 = now_s();
+	emit("toucher phase=first_touch t=%.3f dt=%.3f", run_time_s(), t1 - t0);
+
+	int cpus[MAX_CPUS];
+	cpu_list(&run_set, cpus, MAX_CPUS);
+	struct tw *ws = calloc(threads, sizeof(*ws));
+	double until = now_s() + duration;
+	for (long i = 0; i < threads; i++) {
+		ws[i].cpu = cpus[i % nrun];
+		ws[i].buf = buf;
+		ws[i].size = size;
+		ws[i].until = until;
+		if (pthread_create(&ws[i].tid, NULL, stream, &ws[i]))
+			die("pthread_create: %s", strerror(errno));
+	}
+	long passes = 0;
+	for (long i = 0; i < threads; i++) {
+		pthread_join(ws[i].tid, NULL);
+		passes += ws[i].passes;
+	}
+	emit("toucher phase=stream t=%.3f dt=%.3f passes=%ld", run_time_s(), now_s() - t1, passes);
+	return 0;
+}

@@ -1,0 +1,362 @@
+/* `numaw run SPEC [interval_ms=N] [max_s=S]`: run a scenario's workloads and sample the kernel.
+ *
+ * SPEC has one workload per line, `KIND key=value ...`, in [[workload]] order (# comments).
+ * The runner starts each at its start_s, resolves `target=` (a workload index) into `pid=`,
+ * and every interval_ms prints /proc/vmstat, the /proc/interrupts TLB line and the per-node
+ * anonymous pages of every workload process (numa_maps). Output lines (all "@nsw "):
+ *   begin, settings, vmstat phase=begin|end (every counter), v (sampled counters), irq,
+ *   mem, start, exit (rusage), timeout, end. */
+#include "nsw.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MAX_W 32
+#define MAX_WARGS 48
+
+static const char *sampled[] = {
+	"numa_pte_updates", "numa_huge_pte_updates", "numa_hint_faults", "numa_hint_faults_local",
+	"numa_pages_migrated", "pgmigrate_success", "pgmigrate_fail", "numa_hit", "numa_miss", "numa_local",
+	"numa_other", "numa_foreign", "numa_interleave", "pgfault", "pgmajfault", "pgalloc_normal", "pgfree",
+	"thp_fault_alloc", "thp_fault_fallback", "thp_migration_success", "thp_migration_fail",
+	"thp_migration_split", "nr_tlb_remote_flush", "nr_tlb_remote_flush_received", "nr_tlb_local_flush_all",
+	"nr_tlb_local_flush_one", NULL};
+
+struct wl {
+	char *kind;
+	int argc;
+	char *argv[MAX_WARGS];
+	double start_s;
+	long target;
+	pid_t pid;
+	int started, exited, threads;
+	double t_start, t_end;
+};
+
+static struct wl ws[MAX_W];
+static int nw;
+static char vmbuf[1 << 16];
+
+static void parse_spec(const char *path)
+{
+	static char text[1 << 16];
+	if (read_file(path, text, sizeof(text)) < 0)
+		die("run: cannot read %s: %s", path, strerror(errno));
+	for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+		while (*line == ' ' || *line == '\t')
+			line++;
+		if (!*line || *line == '#')
+			continue;
+		if (nw == MAX_W)
+			die("run: more than %d workloads", MAX_W);
+		struct wl *w = &ws[nw++];
+		w->target = -1;
+		char *save, *tok = strtok_r(line, " \t", &save);
+		w->kind = strdup(tok);
+		while ((tok = strtok_r(NULL, " \t", &save))) {
+			if (!strncmp(tok, "start_s=", 8))
+				w->start_s = atof(tok + 8);
+			if (!strncmp(tok, "target=", 7))
+				w->target = atol(tok + 7);
+			if (w->argc == MAX_WARGS - 2)
+				die("run: too many parameters for %s", w->kind);
+			w->argv[w->argc++] = strdup(tok);
+		}
+	}
+	for (int i = 0; i < nw; i++)
+		if (ws[i].target >= nw || ws[i].target == i)
+			die("run: workload %d: target=%ld is not another workload", i, ws[i].target);
+}
+
+static void emit_settings(void)
+{
+	static const char *files[][2] = {
+		{"numa_balancing", "/proc/sys/kernel/numa_balancing"},
+		{"scan_delay_ms", "/sys/kernel/debug/sched/numa_balancing/scan_delay_ms"},
+		{"scan_period_min_ms", "/sys/kernel/debug/sched/numa_balancing/scan_period_min_ms"},
+		{"scan_period_max_ms", "/sys/kernel/debug/sched/numa_balancing/scan_period_max_ms"},
+		{"scan_size_mb", "/sys/kernel/debug/sched/numa_balancing/scan_size_mb"},
+		{"thp_enabled", "/sys/kernel/mm/transparent_hugepage/enabled"},
+		{"thp_defrag", "/sys/kernel/mm/transparent_hugepage/defrag"},
+		{NULL, NULL}};
+	char out[2048], v[512];
+	int n = 0;
+	for (int i = 0; files[i][0]; i++) {
+		if (read_file(files[i][1], v, sizeof(v)) <= 0)
+			continue;
+		v[strcspn(v, "\n")] = 0;
+		/* "always [madvise] never" -> "madvise" */
+		char *l = strchr(v, '['), *r = l ? strchr(l, ']') : NULL;
+		if (l && r) {
+			*r = 0;
+			memmove(v, l + 1, strlen(l + 1) + 1);
+		}
+		n += snprintf(out + n, sizeof(out) - n, " %s=%s", files[i][0], v);
+	}
+	emit("settings%s", out);
+}
+
+static void emit_vmstat_all(const char *phase, double t)
+{
+	static char out[1 << 15];
+	read_file("/proc/vmstat", vmbuf, sizeof(vmbuf));
+	int n = 0;
+	for (char *s = vmbuf; *s && n < (int)sizeof(out) - 128;) {
+		char *nl = strchr(s, '\n');
+		char *sp = strchr(s, ' ');
+		if (!sp || (nl && sp > nl))
+			break;
+		n += snprintf(out + n, sizeof(out) - n, " %.*s=%ld", (int)(sp - s), s, atol(sp + 1));
+		if (!nl)
+			break;
+		s = nl + 1;
+	}
+	emit("vmstat phase=%s t=%.3f%s", phase, t, out);
+}
+
+static void emit_sample(double t)
+{
+	char out[4096];
+	int n = 0;
+	read_file("/proc/vmstat", vmbuf, sizeof(vmbuf));
+	for (int i = 0; sampled[i]; i++) {
+		long v = vmstat_get(vmbuf, sampled[i]);
+		if (v >= 0)
+			n += snprintf(out + n, sizeof(out) - n, " %s=%ld", sampled[i], v);
+	}
+	emit("v t=%.3f%s", t, out);
+	long per[MAX_CPUS];
+	int ncpu = 0;
+	if (tlb_interrupts(per, MAX_CPUS, &ncpu) >= 0) {
+		n = 0;
+		for (int c = 0; c < ncpu && c < MAX_CPUS; c++)
+			n += snprintf(out + n, sizeof(out) - n, "%s%ld", c ? "," : "", per[c]);
+		emit("irq t=%.3f tlb=%s", t, out);
+	}
+}
+
+/* anonymous resident pages per node of one process, from numa_maps */
+static void emit_mem(double t, int w, pid_t pid)
+{
+	static char buf[1 << 20];
+	char path[64];
+	long nodes[MAX_NODES] = {0};
+	int maxn = -1;
+	snprintf(path, sizeof(path), "/proc/%d/numa_maps", pid);
+	if (read_file(path, buf, sizeof(buf)) <= 0)
+		return;
+	for (char *line = buf; line && *line;) {
+		char *nl = strchr(line, '\n');
+		if (nl)
+			*nl = 0;
+		if (strstr(line, " anon=")) {
+			for (char *p = strstr(line, " N"); p; p = strstr(p + 1, " N")) {
+				int node;
+				long pages;
+				if (sscanf(p, " N%d=%ld", &node, &pages) == 2 && node >= 0 && node < MAX_NODES) {
+					nodes[node] += pages;
+					if (node > maxn)
+						maxn = node;
+				}
+			}
+		}
+		line = nl ? nl + 1 : NULL;
+	}
+	char out[1024];
+	int n = 0;
+	for (int k = 0; k < nr_nodes() && k < MAX_NODES; k++)
+		n += snprintf(out + n, sizeof(out) - n, " n%d=%ld", k, nodes[k]);
+	emit("mem t=%.3f w=%d pid=%d%s", t, w, pid, out);
+}
+
+static int stat_fields(pid_t pid, pid_t *ppid, int *threads)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	if (read_file(path, buf, sizeof(buf)) <= 0)
+		return -1;
+	char *r = strrchr(buf, ')');
+	if (!r)
+		return -1;
+	/* after ") ": state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
+	 * cutime cstime priority nice num_threads */
+	char state;
+	long f[17];
+	if (sscanf(r + 2, "%c %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld %ld", &state, &f[0], &f[1], &f[2],
+		   &f[3], &f[4], &f[5], &f[6], &f[7], &f[8], &f[9], &f[10], &f[11], &f[12], &f[13], &f[14], &f[15], &f[16]) < 18)
+		return -1;
+	*ppid = (pid_t)f[0];
+	*threads = (int)f[16];
+	return state == 'Z' ? -1 : 0;
+}
+
+static void emit_all_mem(double t)
+{
+	/* every workload process and its direct children (numa01 forks, pmbench processes) */
+	DIR *d = opendir("/proc");
+	if (!d)
+		return;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		char *end;
+		long pid = strtol(e->d_name, &end, 10);
+		if (*end || pid <= 0)
+			continue;
+		pid_t ppid;
+		int threads;
+		if (stat_fields((pid_t)pid, &ppid, &threads))
+			continue;
+		for (int i = 0; i < nw; i++) {
+			if (!ws[i].started || ws[i].exited)
+				continue;
+			if (ws[i].pid == pid || ws[i].pid == ppid) {
+				if (ws[i].pid == pid && threads > ws[i].threads)
+					ws[i].threads = threads;
+				emit_mem(t, i, (pid_t)pid);
+				break;
+			}
+		}
+	}
+	closedir(d);
+}
+
+static void launch(int i, double t)
+{
+	struct wl *w = &ws[i];
+	char *argv[MAX_WARGS + 4];
+	char pidarg[32];
+	int k = 0;
+	argv[k++] = "numaw";
+	argv[k++] = w->kind;
+	for (int j = 0; j < w->argc; j++)
+		argv[k++] = w->argv[j];
+	if (w->target >= 0) {
+		snprintf(pidarg, sizeof(pidarg), "pid=%d", ws[w->target].pid);
+		argv[k++] = pidarg;
+	}
+	argv[k] = NULL;
+	pid_t pid = fork();
+	if (pid < 0)
+		die("run: fork: %s", strerror(errno));
+	if (pid == 0) {
+		char idx[16];
+		setpgid(0, 0);
+		snprintf(idx, sizeof(idx), "%d", i);
+		setenv("NSW_W", idx, 1);
+		execv("/proc/self/exe", argv);
+		die("run: exec: %s", strerror(errno));
+	}
+	setpgid(pid, pid);
+	w->pid = pid;
+	w->started = 1;
+	w->t_start = t;
+	emit("start w=%d pid=%d kind=%s t=%.3f", i, pid, w->kind, t);
+}
+
+static void reap(double t)
+{
+	for (;;) {
+		int st;
+		struct rusage ru;
+		pid_t pid = wait4(-1, &st, WNOHANG, &ru);
+		if (pid <= 0)
+			return;
+		for (int i = 0; i < nw; i++) {
+			if (ws[i].pid != pid || ws[i].exited)
+				continue;
+			ws[i].exited = 1;
+			ws[i].t_end = t;
+			emit("exit w=%d pid=%d t=%.3f status=%d signal=%d user_s=%.3f sys_s=%.3f minflt=%ld majflt=%ld threads=%d", i,
+			     pid, t, WIFEXITED(st) ? WEXITSTATUS(st) : -1, WIFSIGNALED(st) ? WTERMSIG(st) : 0,
+			     ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6, ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6,
+			     ru.ru_minflt, ru.ru_majflt, ws[i].threads);
+		}
+	}
+}
+
+int main_run(int argc, char **argv)
+{
+	if (argc < 1)
+		die("usage: numaw run SPEC [interval_ms=N] [max_s=S]");
+	const char *spec = argv[0];
+	struct args a;
+	args_parse(&a, argc - 1, argv + 1);
+	long interval_ms = arg_long(&a, "interval_ms", 100);
+	double max_s = arg_double(&a, "max_s", 600);
+	args_done(&a, "run");
+	unsetenv("NSW_W");
+	parse_spec(spec);
+	if (!nw)
+		die("run: %s has no workload", spec);
+
+	struct utsname u;
+	uname(&u);
+	int cpus = 0;
+	for (int n = 0; n < nr_nodes(); n++) {
+		cpu_set_t s;
+		cpus += node_cpus(n, &s);
+	}
+	double epoch = now_s();
+	char eb[64];
+	snprintf(eb, sizeof(eb), "%.9f", epoch);
+	setenv("NSW_EPOCH", eb, 1);
+	emit("begin release=%s nodes=%d cpus=%d workloads=%d interval_ms=%ld", u.release, nr_nodes(), cpus, nw, interval_ms);
+	emit_settings();
+	emit_vmstat_all("begin", 0.0);
+	emit_sample(0.0);
+
+	double next = interval_ms / 1000.0;
+	int timed_out = 0;
+	for (;;) {
+		double t = now_s() - epoch;
+		for (int i = 0; i < nw; i++)
+			if (!ws[i].started && t >= ws[i].start_s && (ws[i].target < 0 || ws[ws[i].target].started))
+				launch(i, t);
+		reap(now_s() - epoch);
+		int done = 1;
+		for (int i = 0; i < nw; i++)
+			done &= ws[i].exited;
+		if (done)
+			break;
+		if (t > max_s) {
+			emit("timeout t=%.3f max_s=%.1f", t, max_s);
+			for (int i = 0; i < nw; i++)
+				if (ws[i].started && !ws[i].exited)
+					kill(-ws[i].pid, SIGKILL);
+			timed_out = 1;
+			for (int i = 0; i < nw; i++)
+				if (!ws[i].started)
+					ws[i].started = ws[i].exited = 1;
+		}
+		t = now_s() - epoch;
+		if (t >= next) {
+			emit_sample(t);
+			emit_all_mem(t);
+			while (next <= t)
+				next += interval_ms / 1000.0;
+		}
+		double wake = next;
+		for (int i = 0; i < nw; i++)
+			if (!ws[i].started && ws[i].start_s < wake)
+				wake = ws[i].start_s;
+		double dt = wake - (now_s() - epoch);
+		sleep_s(dt > 0.01 ? 0.01 : (dt > 0 ? dt : 0.001)); /* poll exits every 10 ms at most */
+	}
+	double t_end = 0;
+	for (int i = 0; i < nw; i++)
+		if (ws[i].t_end > t_end)
+			t_end = ws[i].t_end;
+	double t = now_s() - epoch;
+	emit_sample(t);
+	emit_vmstat_all("end", t);
+	emit("end t=%.3f elapsed_s=%.3f completed=%d", t, t_end, !timed_out);
+	return timed_out ? 3 : 0;
+}
