@@ -37,6 +37,7 @@ def run(
     features=None,
     sysctl=None,
     overrides=None,
+    progress=None,
     **workload_params,
 ) -> Result:
     """Run one scenario and return its Result.
@@ -44,13 +45,17 @@ def run(
     ``scenario`` is a TOML path, TOML text or dict. The keywords build or
     amend it: ``run(workload="numa02", balancing=False, size_mib=64)``.
     ``overrides`` maps dotted keys to values (``{"machine.cpus_per_node": 4}``).
+    ``progress``, if given, is called now and then with ``(sim_ns, max_sim_ns,
+    events)`` (e.g. a ``numasim.progress.Progress``); its return value is ignored.
     """
     text = scenario_toml(
         scenario, workload=workload, machine=machine, balancing=balancing,
         seed=seed, features=features, sysctl=sysctl, overrides=overrides,
         **workload_params,
     )
-    return Result(_engine.run(text, host_memory_bytes()))
+    if progress is None:  # engine modules without the keyword keep working
+        return Result(_engine.run(text, host_memory_bytes()))
+    return Result(_engine.run(text, host_memory_bytes(), progress=progress))
 
 
 def resolve(scenario=None, **kwargs) -> dict:

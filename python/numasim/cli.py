@@ -65,9 +65,12 @@ def _scenario_text(args) -> str:
 
 
 def cmd_run(args) -> int:
-    result = numasim.run(_scenario_text(args))
-    if args.save:
-        result.save(args.save)
+    from numasim import cli_reports
+
+    text = _scenario_text(args)
+    if args.iterations != 1:
+        return cli_reports.run_iterations(text, args)
+    result = cli_reports.run_single(text, args)  # progress bar on a terminal; --save + Parquet
     if args.json:
         print(result.to_json())
         return 0
@@ -100,11 +103,21 @@ def cmd_reproduce(args) -> int:
         for n in experiments.names():
             print(f"{n}: {experiments.get(n).description}")
         return 0
+    if args.name == "all":
+        from numasim.cli_reports import reproduce_all
+
+        if args.iterations != 1:
+            raise UsageError("reproduce all takes no --iterations; give one experiment's name")
+        return reproduce_all(args, [parse_set(s) for s in args.set or []])
     try:
         exp = experiments.get(args.name)
     except KeyError as exc:
         raise UsageError(exc.args[0]) from None
     overrides = [parse_set(s) for s in args.set or []]
+    if args.iterations != 1:
+        from numasim.cli_reports import reproduce_iterations
+
+        return reproduce_iterations(exp, args, overrides)
     res = exp.run(max_workers=args.jobs, overrides=overrides)
     print(res.to_json() if args.json else res.to_table())
     return 1 if args.strict and not res.passed else 0
@@ -228,7 +241,11 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--set", action="append", metavar="KEY=VALUE",
                     help="dotted-key override, e.g. workload.size_mib=64 (repeatable)")
     sp.add_argument("--json", action="store_true", help="print the result JSON")
-    sp.add_argument("--save", metavar="PATH", help="also write the result JSON to PATH")
+    sp.add_argument("--save", metavar="PATH",
+                    help="also write the result JSON (+ Parquet sidecars) to PATH; a directory with --iterations")
+    sp.add_argument("--iterations", "-n", type=int, default=1, metavar="N",
+                    help="run N times with seeds seed, seed+1, ... and summarise them as one column")
+    sp.add_argument("--jobs", "-j", type=int, default=2, help="parallel iterations (max 2)")
     sp.set_defaults(func=cmd_run)
 
     sp = sub.add_parser("reproduce", help="run a named experiment and check it")
@@ -239,7 +256,13 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--set", action="append", metavar="KEY=VALUE",
                     help="override applied to every run (results then differ from the reference)")
     sp.add_argument("--strict", action="store_true", help="exit 1 when a check fails")
+    sp.add_argument("--iterations", "-n", type=int, default=1, metavar="N",
+                    help="run the experiment with seeds 1..N: mean values, checks must hold in all")
     sp.set_defaults(func=cmd_reproduce)
+
+    from numasim.cli_reports import add_parsers as add_report_parsers
+
+    add_report_parsers(sub)  # compare, plot, report
 
     sp = sub.add_parser("bench", help=("measure simulator speed (numa01, numa02, delay-mapping, "
                                        "numa01-mthp16k)"))

@@ -20,10 +20,23 @@ class Row:
     check: str = ""  # the tolerance rule in words; "" for plain measurements
     ok: bool = True
 
+    def rel_error(self) -> dict:
+        """{column: (simulated - reference) / |reference|} where both exist and the
+        reference is not zero."""
+        out = {}
+        for c, ref in self.reference.items():
+            v = self.values.get(c)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not isinstance(ref, (int, float)):
+                continue
+            if ref != 0:
+                out[c] = (v - ref) / abs(ref)
+        return out
+
     def to_dict(self) -> dict:
         d = {"metric": self.metric, "values": self.values, "check": self.check, "ok": self.ok}
         if self.reference:
             d["reference"] = self.reference
+            d["rel_error"] = self.rel_error()
         return d
 
 

@@ -1,0 +1,196 @@
+"""The report side of the `numasim` command: `run --iterations`, `compare`, `plot`,
+`report` and `reproduce all` (cli.py registers them and dispatches here)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from numasim.scenario import UsageError
+
+
+def interactive() -> bool:
+    """Progress output goes to stderr only when it is a terminal."""
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def make_progress(args, label: str = ""):
+    """A Progress bar for a single in-process run, or None (not a terminal, or --json)."""
+    if getattr(args, "json", False) or not interactive():
+        return None
+    from numasim.progress import Progress
+
+    return Progress(label=label)
+
+
+def _note(msg: str) -> None:
+    if interactive():
+        print(msg, file=sys.stderr)
+
+
+# ---------------------------------------------------------------- run
+
+
+def run_single(text: str, args):
+    """One run (with a progress bar on a terminal); saves JSON + Parquet sidecars."""
+    import numasim
+    from numasim import storage
+
+    bar = make_progress(args)
+    try:
+        result = numasim.run(text, progress=bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    if args.save:
+        storage.save_result(result, args.save)
+    return result
+
+
+def run_iterations(text: str, args) -> int:
+    """`numasim run ... --iterations N`: N seeded runs, saved as a group, summarised as one
+    mmtests column."""
+    from numasim import storage
+    from numasim.compare import Column, compare
+    from numasim.repeat import run_iterations as run_n
+
+    n = args.iterations
+    jobs = max(1, min(args.jobs, 2))
+    bar = make_progress(args, label="iteration 1") if jobs == 1 or n == 1 else None
+
+    def done(k, total):
+        if bar is not None:
+            bar.label = f"iteration {min(k + 1, total)}"
+        elif interactive() and not args.json:
+            print(f"\riterations done: {k}/{total}", end="" if k < total else "\n", file=sys.stderr, flush=True)
+
+    try:
+        results = run_n(text, n, jobs=jobs, progress=bar, on_done=done)
+    finally:
+        if bar is not None:
+            bar.close()
+    if args.save:
+        storage.save_iterations(results, args.save, scenario_text=text)
+    if args.json:
+        print("[" + ",\n".join(r.to_json().strip() for r in results) + "]")
+        return 0
+    name = Path(args.save).name if args.save else "run"
+    seeds = [r.seed for r in results]
+    print(f"{n} iterations, seeds {seeds[0]}..{seeds[-1]}" + (f", saved in {args.save}" if args.save else ""))
+    print()
+    print(compare([Column(name, results)]).to_text(), end="")
+    return 0
+
+
+# ---------------------------------------------------------------- compare / plot / report
+
+
+def cmd_compare(args) -> int:
+    from numasim import storage
+    from numasim.compare import compare
+
+    cols = storage.load_columns(args.results)
+    try:
+        cmp = compare(cols, baseline=args.baseline, ddof=args.ddof)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if args.json:
+        print(json.dumps(cmp.to_dict(), indent=1))
+    else:
+        print(cmp.to_text(), end="")
+    return 0
+
+
+def cmd_plot(args) -> int:
+    from numasim import storage
+    from numasim.compare import test_label
+    from numasim.plot import plot_result
+
+    out = Path(args.out)
+    for spec in args.results:
+        col = storage.load_columns([spec])[0]
+        seen = set()
+        for src, r in zip(col.sources, col.results):
+            label = test_label(r)
+            if label in seen:  # a group: the first run of each test
+                continue
+            seen.add(label)
+            name = col.name if len(col.results) == 1 else f"{col.name}-{label}"
+            written, skipped = plot_result(r, out, name)
+            for plot, paths in written.items():
+                print(f"{plot}: " + ", ".join(str(p) for p in paths))
+            for plot, why in skipped.items():
+                print(f"{plot}: skipped ({why})", file=sys.stderr)
+    return 0
+
+
+def cmd_report(args) -> int:
+    from numasim import storage
+    from numasim.report import write_report
+
+    cols = storage.load_columns(args.results)
+    try:
+        page = write_report(cols, args.out, baseline=args.baseline, title=args.title, ddof=args.ddof)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    print(page)
+    return 0
+
+
+# ---------------------------------------------------------------- reproduce
+
+
+def reproduce_all(args, overrides) -> int:
+    from numasim import reproduce_all as ra
+
+    def start(name):
+        _note(f"reproduce all: running {name} ...")
+
+    def done(name, res, wall):
+        _note(f"reproduce all: {name} {'PASS' if res.passed else 'FAIL'} in {wall:.1f} s")
+
+    results = ra.run_all(max_workers=args.jobs, overrides=overrides, on_start=start, on_done=done)
+    print(ra.to_json(results) if args.json else ra.to_text(results))
+    return 1 if args.strict and not all(r.passed for r in results) else 0
+
+
+def reproduce_iterations(exp, args, overrides) -> int:
+    from numasim.reproduce_all import experiment_iterations
+
+    res = experiment_iterations(exp, args.iterations, max_workers=args.jobs, overrides=overrides,
+                                on_done=lambda k, n: _note(f"{exp.name}: iteration {k}/{n} done"))
+    print(res.to_json() if args.json else res.to_table())
+    return 1 if args.strict and not res.passed else 0
+
+
+# ---------------------------------------------------------------- parser
+
+
+def add_parsers(sub) -> None:
+    """Register compare, plot and report on the `numasim` subparsers."""
+    sp = sub.add_parser("compare", help="mmtests-style comparison of saved results (compare-kernels layout)")
+    sp.add_argument("results", nargs="+", metavar="RESULT",
+                    help="a result JSON, or a directory of them (one column); NAME=PATH names the column")
+    sp.add_argument("--baseline", metavar="NAME", help="column the percentages refer to (default: the first)")
+    sp.add_argument("--ddof", type=int, choices=[0, 1], default=1,
+                    help="Stddev divisor n-ddof: 1 as current mmtests (default), 0 as the 2015 reports")
+    sp.add_argument("--json", action="store_true")
+    sp.set_defaults(func=cmd_compare)
+
+    sp = sub.add_parser("plot", help="plots of saved results (PNG and SVG)")
+    sp.add_argument("results", nargs="+", metavar="RESULT", help="a result JSON or a directory of them")
+    sp.add_argument("--out", required=True, metavar="DIR", help="directory for the images")
+    sp.set_defaults(func=cmd_plot)
+
+    sp = sub.add_parser("report", help="one self-contained HTML page: comparison tables, plots, scenarios")
+    sp.add_argument("results", nargs="+", metavar="RESULT",
+                    help="a result JSON, or a directory of them (one column); NAME=PATH names the column")
+    sp.add_argument("--out", required=True, metavar="DIR", help="directory for index.html")
+    sp.add_argument("--baseline", metavar="NAME")
+    sp.add_argument("--title")
+    sp.add_argument("--ddof", type=int, choices=[0, 1], default=1)
+    sp.set_defaults(func=cmd_report)

@@ -1,0 +1,454 @@
+"""mmtests-style comparison of result groups (compare-kernels layout).
+
+A *column* is one configuration: one saved result, or a group of iterations of it
+(a directory). For every metric it gets the summary rows of mmtests'
+``SummariseMultiops`` (Min, Amean, Stddev, CoeffVar, Max, BAmean-50/95/99; Hmean
+and BHmean for higher-is-better metrics), each with the percentage column against
+the baseline and, on the mean row, mmtests' significance marker. Then come the
+``Duration`` rows and the vmstat rows, computed with mmtests' formulas
+(``bin/lib/MMTests/Stat.pm``, ``MonitorDuration.pm``, ``MonitorMmtestsvmstat.pm``;
+reference/workloads.md §2.3-§2.6):
+
+- percentage, lower is better (times; and Stddev/CoeffVar always): ``100 - new*100/base``
+- percentage, higher is better: ``new*100/base - 100``
+- significance (mean row only): ``|new - base| > 1.96*(stddev_new + stddev_base)``
+- vmstat rows are deltas over the whole benchmark: the sum over every run of the column
+- ``AutoNUMA cost = (7*numa_pte_updates + 5000*numa_hint_faults + 19*numa_pages_migrated) / 1e6``
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass, field
+
+LOWER = "lower"  # lower is better (times)
+HIGHER = "higher"  # higher is better (throughput)
+
+# qnorm(0.975): the half-width of mmtests' 95% interval, in standard deviations
+Z95 = 1.959963984540054
+BEST_PERCENTS = (50, 95, 99)
+HPAGE_PMD_NR = 512
+
+# ---------------------------------------------------------------- statistics
+
+
+def amean(xs) -> float:
+    xs = list(xs)
+    return sum(xs) / len(xs) if xs else math.nan
+
+
+def hmean(xs) -> float:
+    """Harmonic mean; mmtests returns -1 when a sample is not positive."""
+    xs = list(xs)
+    if not xs:
+        return math.nan
+    if any(x <= 0 for x in xs):
+        return -1.0
+    return len(xs) / sum(1.0 / x for x in xs)
+
+
+def stddev(xs, ddof: int = 1) -> float:
+    """Standard deviation with ``ddof`` (1: sample, as current mmtests; 0: population,
+    as the 2015 reports, whose Stddev rows match sqrt(sum((x-mean)^2)/n)). NaN for n <= ddof."""
+    xs = list(xs)
+    n = len(xs)
+    if n - ddof <= 0 or n < 2:
+        return math.nan
+    m = amean(xs)
+    return math.sqrt(sum((x - m) ** 2 for x in xs) / (n - ddof))
+
+
+def coeffvar(xs, ddof: int = 1) -> float:
+    """100 * stddev / mean (0 when either is undefined or zero, as mmtests)."""
+    sd, m = stddev(xs, ddof), amean(xs)
+    if math.isnan(sd):
+        sd = 0.0
+    if math.isnan(m) or m == 0:
+        return 0.0
+    return 100.0 * sd / m
+
+
+def best(xs, percent: int, better: str = LOWER) -> list:
+    """The best ``percent``% of the samples: ``int(n*percent/100)`` of them, at least one
+    (mmtests' select_lowest / select_highest)."""
+    xs = sorted(xs, reverse=(better == HIGHER))
+    count = max(1, int(len(xs) * percent / 100))
+    return xs[:count]
+
+
+def pdiff(new: float, base: float) -> float:
+    """mmtests' percentage for higher-is-better data: ``new*100/base - 100``."""
+    if new == base or new == 0:
+        return 0.0
+    if base == 0 or math.isnan(base):
+        return 100.0
+    return new * 100.0 / base - 100.0
+
+
+def pndiff(new: float, base: float) -> float:
+    """mmtests' percentage for lower-is-better data: ``100 - new*100/base``
+    (positive = improvement)."""
+    if new == base:
+        return 0.0
+    if new == 0:
+        return 100.0
+    if base == 0:
+        return -99.0
+    return 100.0 - new * 100.0 / base
+
+
+def cidiff(new: float, new_sd: float, base: float, base_sd: float, z: float = Z95) -> float:
+    """(new - base) over the sum of the two 95% half-widths (z * stddev, not divided by
+    sqrt(n), as mmtests). With both half-widths zero (deterministic samples) mmtests returns
+    the plain difference."""
+    ci = z * ((0.0 if math.isnan(new_sd) else new_sd) + (0.0 if math.isnan(base_sd) else base_sd))
+    diff = new - base
+    return diff if ci == 0 else diff / ci
+
+
+def significant(new_samples, base_samples, ddof: int = 1) -> bool:
+    """mmtests' asterisks: the means differ by more than the two 95% half-widths together.
+    Needs two samples on each side; with zero spread on both sides any difference counts
+    (numasim's reading of mmtests' cisum == 0 case, which compares the raw difference with 1)."""
+    if len(new_samples) < 2 or len(base_samples) < 2:
+        return False
+    new_sd, base_sd = stddev(new_samples, ddof), stddev(base_samples, ddof)
+    new_m, base_m = amean(new_samples), amean(base_samples)
+    if new_sd == 0 and base_sd == 0:
+        return new_m != base_m
+    return abs(cidiff(new_m, new_sd, base_m, base_sd)) > 1.0
+
+
+# ---------------------------------------------------------------- vmstat formulas
+
+
+def autonuma_cost(pte_updates, hint_faults, pages_migrated) -> float:
+    """mmtests' "AutoNUMA cost", unchanged since 2012: the page-copy term
+    (Cpagerw = 519 per migrated page) is dropped by a stray semicolon, and the published
+    numbers are computed without it. ``pte_updates`` is the raw numa_pte_updates."""
+    return (7 * pte_updates + 5000 * hint_faults + 19 * pages_migrated) / 1e6
+
+
+def hint_local_percent(hint_faults, hint_local) -> float:
+    """100 * local / hint faults; 100 when there were none (mmtests)."""
+    return 100.0 if hint_faults == 0 else 100.0 * hint_local / hint_faults
+
+
+def vmstat_rows(c: dict) -> list:
+    """[(label, value, kind)] for summed /proc/vmstat deltas ``c`` (missing counters count 0,
+    as mmtests). ``kind`` is "int" or "float" (for printing)."""
+    g = lambda k: int(c.get(k, 0))  # noqa: E731
+    pte, huge = g("numa_pte_updates"), g("numa_huge_pte_updates")
+    faults, local, migrated = g("numa_hint_faults"), g("numa_hint_faults_local"), g("numa_pages_migrated")
+    return [
+        ("Minor Faults", g("pgfault"), "int"),
+        ("Major Faults", g("pgmajfault"), "int"),
+        ("NUMA alloc hit", g("numa_hit"), "int"),
+        ("NUMA alloc miss", g("numa_miss"), "int"),
+        ("NUMA interleave hit", g("numa_interleave"), "int"),
+        ("NUMA alloc local", g("numa_local"), "int"),
+        ("NUMA base-page range updates", pte, "int"),
+        ("NUMA PTE updates", pte - HPAGE_PMD_NR * huge, "int"),
+        ("NUMA PMD updates", huge, "int"),
+        ("NUMA hint faults", faults, "int"),
+        ("NUMA hint local faults", local, "int"),
+        ("NUMA hint local percent", hint_local_percent(faults, local), "float"),
+        ("NUMA pages migrated", migrated, "int"),
+        ("Page migrate success", g("pgmigrate_success"), "int"),
+        ("Page migrate failure", g("pgmigrate_fail"), "int"),
+        ("AutoNUMA cost", autonuma_cost(pte, faults, migrated), "float"),
+        # numasim's additions (not in mmtests' report)
+        ("TLB remote flushes", g("nr_tlb_remote_flush"), "int"),
+        ("TLB shootdown IPIs", g("nr_tlb_remote_flush_received"), "int"),
+    ]
+
+
+# ---------------------------------------------------------------- metrics of a run
+
+_MMTESTS_TEST = {"numa01_THREAD_ALLOC": "NUMA01_THREADLOCAL"}
+
+
+def test_label(result) -> str:
+    """mmtests' name for the benchmark a result ran: NUMA01, NUMA01_THREADLOCAL, NUMA02, ...
+    for autonuma-benchmark kinds, else the workload kind; several workloads join with '+'."""
+    sc = result.scenario
+    ws = sc.get("workloads") or sc.get("workload") or []
+    if isinstance(ws, dict):
+        ws = [ws]
+    kinds = [str(w.get("kind", "?")) for w in ws] or ["run"]
+    out = []
+    for k in kinds:
+        if k in _MMTESTS_TEST:
+            out.append(_MMTESTS_TEST[k])
+        elif k.lower().startswith("numa0"):
+            out.append(k.upper())
+        else:
+            out.append(k)
+    return "+".join(out)
+
+
+def run_metrics(result) -> list:
+    """[(metric, value, better)] of one run: mmtests' ``syst-<TEST>`` and ``elsp-<TEST>``
+    (system and elapsed seconds, lower is better), and ``tput-<TEST>`` (accesses/s of the
+    workload's processes, higher is better) when the run reports a throughput."""
+    label = test_label(result)
+    out = [
+        (f"syst-{label}", float(result.times["system_s"]), LOWER),
+        (f"elsp-{label}", float(result.times["elapsed_s"]), LOWER),
+    ]
+    tput = sum(float(p.get("throughput_aps") or 0.0) for p in result.processes)
+    if tput > 0:
+        out.append((f"tput-{label}", tput, HIGHER))
+    return out
+
+
+# ---------------------------------------------------------------- columns and table
+
+
+@dataclass
+class Column:
+    """One configuration: its name and the results of its runs (iterations, tests)."""
+
+    name: str
+    results: list
+    sources: list = field(default_factory=list)  # where the results were read from
+    scenario_text: str | None = None  # the scenario file of the group, if saved
+
+    def samples(self) -> dict:
+        """{metric: (better, [values])}, metrics in first-seen order."""
+        out: dict = {}
+        for r in self.results:
+            for metric, value, better in run_metrics(r):
+                out.setdefault(metric, (better, []))[1].append(value)
+        return out
+
+    def counters(self) -> dict:
+        """Summed counters over every run (vmstat deltas of the whole benchmark)."""
+        total: dict = {}
+        for r in self.results:
+            for k, v in r.counters.items():
+                if isinstance(v, (int, float)):
+                    total[k] = total.get(k, 0) + v
+        return total
+
+    def durations(self) -> dict:
+        """Total user, system and elapsed seconds over every run (mmtests' Duration rows)."""
+        return {k: sum(float(r.times.get(f"{k.lower()}_s", 0.0)) for r in self.results)
+                for k in ("User", "System", "Elapsed")}
+
+
+@dataclass
+class Cell:
+    value: float | None
+    pct: float | None = None  # percentage against the baseline (None: not shown)
+    sig: bool = False
+
+
+@dataclass
+class TableRow:
+    stat: str  # "Min", "Amean", ... or "" for single-value rows
+    label: str  # metric or vmstat row name
+    cells: list  # one Cell per column
+    kind: str = "float"  # "float" (2 decimals) or "int"
+
+
+@dataclass
+class Section:
+    title: str
+    rows: list
+    percentages: bool  # the section prints a percentage column
+
+
+def _stat_rows(metric: str, better: str, per_col: list, ddof: int) -> list:
+    """The summary rows of one metric. ``per_col``: list of sample lists (base first)."""
+    mean_fn, mean_name = (hmean, "Hmean") if better == HIGHER else (amean, "Amean")
+    better_diff = pdiff if better == HIGHER else pndiff
+    stats = [
+        ("Min", min, better_diff),
+        (mean_name, mean_fn, better_diff),
+        ("Stddev", lambda xs: stddev(xs, ddof), pndiff),
+        ("CoeffVar", lambda xs: coeffvar(xs, ddof), pndiff),
+        ("Max", max, better_diff),
+    ]
+    for p in BEST_PERCENTS:
+        stats.append((f"B{mean_name}-{p}", lambda xs, p=p: mean_fn(best(xs, p, better)), better_diff))
+    base = per_col[0]
+    rows = []
+    for name, fn, diff in stats:
+        base_v = fn(base) if base else None
+        cells = []
+        for xs in per_col:
+            if not xs:
+                cells.append(Cell(None))
+                continue
+            v = fn(xs)
+            pct = None
+            if base_v is not None and not (math.isnan(v) or math.isnan(base_v)):
+                pct = diff(v, base_v)
+            sig = name == mean_name and xs is not base and significant(xs, base, ddof)
+            cells.append(Cell(v, pct, sig))
+        rows.append(TableRow(name, metric, cells))
+    return rows
+
+
+@dataclass
+class Comparison:
+    columns: list  # Column, baseline first
+    sections: list  # Section
+    ddof: int = 1
+
+    # ---------------------------------------------------------- text
+    def to_text(self) -> str:
+        names = [c.name for c in self.columns]
+        blocks = []
+        for s in self.sections:
+            if not s.rows:
+                continue
+            blocks.append(_text_section(s, names))
+        return "\n\n".join(blocks) + "\n"
+
+    # ---------------------------------------------------------- data
+    def to_dict(self) -> dict:
+        def cell(c: Cell) -> dict:
+            d = {"value": _json_num(c.value)}
+            if c.pct is not None:
+                d["pct"] = _json_num(c.pct)
+            if c.sig:
+                d["significant"] = True
+            return d
+
+        return {
+            "columns": [{"name": c.name, "runs": len(c.results), "sources": [str(s) for s in c.sources]}
+                        for c in self.columns],
+            "baseline": self.columns[0].name,
+            "stddev_ddof": self.ddof,
+            "sections": [{"title": s.title, "rows": [
+                {"stat": r.stat, "label": r.label, "cells": [cell(c) for c in r.cells]} for r in s.rows]}
+                for s in self.sections],
+        }
+
+    # ---------------------------------------------------------- html
+    def to_html(self) -> str:
+        names = [c.name for c in self.columns]
+        out = []
+        for s in self.sections:
+            if not s.rows:
+                continue
+            out.append(f'<table class="mmtests" data-section="{html.escape(s.title)}">')
+            out.append(f"<caption>{html.escape(s.title)}</caption>")
+            head = "".join(f'<th colspan="{2 if s.percentages else 1}">{html.escape(n)}</th>' for n in names)
+            out.append(f'<thead><tr><th></th><th></th>{head}</tr></thead><tbody>')
+            for r in s.rows:
+                tds = []
+                for c in r.cells:
+                    tds.append(f'<td class="num">{html.escape(_fmt_value(c.value, r.kind))}</td>')
+                    if s.percentages:
+                        cls = "pct sig" if c.sig else "pct"
+                        tds.append(f'<td class="{cls}">{html.escape(_fmt_pct(c))}</td>')
+                out.append(f"<tr><th>{html.escape(r.stat)}</th><th>{html.escape(r.label)}</th>{''.join(tds)}</tr>")
+            out.append("</tbody></table>")
+        return "\n".join(out)
+
+
+def _json_num(v):
+    if v is None or (isinstance(v, float) and (math.isnan(v) or math.isinf(v))):
+        return None
+    return v
+
+
+def _fmt_value(v, kind: str) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float) and math.isnan(v):
+        return "NaN"
+    if kind == "int":
+        return str(int(round(v)))
+    return f"{v:.2f}"
+
+
+def _fmt_pct(c: Cell) -> str:
+    """mmtests: ``(  x.xx%)``, or ``*  x.xx%*`` when significant."""
+    if c.value is None or c.pct is None:
+        return ""
+    body = f"{c.pct:6.2f}%"
+    return f"*{body}*" if c.sig else f"({body})"
+
+
+def _text_section(s: Section, names: list) -> str:
+    stat_w = max((len(r.stat) for r in s.rows), default=0)
+    label_w = max(len(r.label) for r in s.rows)
+    val_w = max([12] + [len(_fmt_value(c.value, r.kind)) + 1 for r in s.rows for c in r.cells])
+    pct_w = max([10] + [len(_fmt_pct(c)) + 1 for r in s.rows for c in r.cells]) if s.percentages else 0
+    col_w = [max(val_w + pct_w, len(n) + 1) for n in names]
+    lead = (stat_w + 1 if stat_w else 0) + label_w
+    lines = [s.title, " " * lead + "".join(n.rjust(w) for n, w in zip(names, col_w))]
+    for r in s.rows:
+        left = (r.stat.ljust(stat_w) + " " if stat_w else "") + r.label.ljust(label_w)
+        cells = []
+        for c, w in zip(r.cells, col_w):
+            text = _fmt_value(c.value, r.kind).rjust(val_w)
+            if s.percentages:
+                text += (" " + _fmt_pct(c)).rjust(pct_w) if _fmt_pct(c) else " " * pct_w
+            cells.append(text.rjust(w))
+        lines.append((left + "".join(cells)).rstrip())
+    return "\n".join(lines)
+
+
+def compare(columns: list, baseline: str | None = None, ddof: int = 1, title: str | None = None) -> Comparison:
+    """Build the comparison of ``columns`` (list of Column). ``baseline`` names the column
+    the percentages refer to (default: the first); it is printed first."""
+    if not columns:
+        raise ValueError("nothing to compare")
+    cols = list(columns)
+    if baseline is not None:
+        idx = [i for i, c in enumerate(cols) if c.name == baseline]
+        if not idx:
+            raise ValueError(f"baseline {baseline!r} is not one of the columns: {', '.join(c.name for c in cols)}")
+        cols.insert(0, cols.pop(idx[0]))
+
+    # benchmark metrics: union over columns, in first-seen order
+    samples = [c.samples() for c in cols]
+    seen: dict = {}
+    for s in samples:
+        for m, (better, _) in s.items():
+            seen.setdefault(m, better)
+    # mmtests lists one kind after the other (syst-A, syst-B, elsp-A, elsp-B), tests in order
+    kinds = list(dict.fromkeys(m.split("-", 1)[0] for m in seen))
+    metrics = {m: seen[m] for k in kinds for m in seen if m.split("-", 1)[0] == k}
+    # mmtests orders by statistic, then by metric (all Min rows, then all Amean rows, ...)
+    per_metric = {m: _stat_rows(m, better, [s.get(m, (better, []))[1] for s in samples], ddof)
+                  for m, better in metrics.items()}
+    bench_rows = []
+    n_stats = len(next(iter(per_metric.values()))) if per_metric else 0
+    for i in range(n_stats):
+        for m in metrics:
+            bench_rows.append(per_metric[m][i])
+
+    durations = [c.durations() for c in cols]
+    duration_rows = [TableRow("", f"Duration {k}", [Cell(d[k]) for d in durations])
+                     for k in ("User", "System", "Elapsed")]
+
+    vm = [vmstat_rows(c.counters()) for c in cols]
+    vm_rows = [TableRow("", label, [Cell(v[i][1]) for v in vm], kind=kind)
+               for i, (label, _, kind) in enumerate(vm[0])]
+
+    title = title or _default_title(cols)
+    return Comparison(cols, [
+        Section(title, bench_rows, percentages=True),
+        Section("Duration (all runs of the column)", duration_rows, percentages=False),
+        Section("vmstat (summed over all runs of the column)", vm_rows, percentages=False),
+    ], ddof=ddof)
+
+
+def _default_title(cols: list) -> str:
+    kinds = []
+    for c in cols:
+        for r in c.results:
+            label = test_label(r)
+            if label not in kinds:
+                kinds.append(label)
+    autonuma = {"NUMA01", "NUMA01_THREADLOCAL", "NUMA02", "NUMA02_SMT"}
+    if kinds and all(k in autonuma or k.startswith("NUMA0") for k in kinds):
+        return "autonumabench"
+    return ", ".join(kinds) or "results"

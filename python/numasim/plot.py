@@ -1,0 +1,246 @@
+"""Plots of a result (matplotlib, Agg backend): PNG and SVG.
+
+- ``memory``: each process's resident memory per node over time (autonuma-benchmark's
+  plot), from ``Result.memory_per_node()``.
+- ``rates``: NUMA hint faults/s, pages migrated/s, TLB shootdown IPIs/s and PTE updates/s,
+  from the differences of the cumulative ``series.vmstat`` samples. Several results
+  (one per column) are overlaid.
+- ``tasks``: each thread's preferred node and CPU node over time (``series.tasks``).
+- ``placement``: a heatmap of which node holds each part of a process's address space
+  against time (``series.placement``, 64 address ranges).
+The last two are sampled every ``run.placement_interval_ms``; a result without them (an
+older result, or the interval set to 0) skips the plot and says why.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+PAGE_MIB = 4096 / (1 << 20)
+FORMATS = ("png", "svg")
+MAX_PROCESSES = 8
+
+# (vmstat counter, axis label)
+RATES = [
+    ("numa_hint_faults", "hint faults/s"),
+    ("numa_pages_migrated", "pages migrated/s"),
+    ("nr_tlb_remote_flush_received", "TLB shootdown IPIs/s"),
+    ("numa_pte_updates", "PTE updates/s"),
+]
+
+
+class Skipped(Exception):
+    """The result lacks the series a plot needs; ``str()`` says which."""
+
+
+def _title(result) -> str:
+    from numasim.compare import test_label
+
+    k = result.scenario.get("kernel", {})
+    m = result.scenario.get("machine", {})
+    machine = m.get("name") or m.get("profile") or "custom machine"
+    bal = "on" if k.get("numa_balancing") else "off"
+    return f"{test_label(result)} on {machine}, numa_balancing={bal}, seed={result.seed}"
+
+
+def _comm(result) -> dict:
+    return {int(p["pid"]): p.get("comm", "?") for p in result.processes}
+
+
+# ---------------------------------------------------------------- figures
+
+
+def memory_figure(result):
+    """One panel per process (at most 8): MiB resident on each node over time."""
+    m = result.memory_per_node()
+    if m.empty:
+        raise Skipped("series.memory is empty")
+    pids = list(dict.fromkeys(int(p) for p, _ in m.columns))
+    shown = pids[:MAX_PROCESSES]
+    nodes = sorted({int(n) for _, n in m.columns})
+    fig, axes = plt.subplots(len(shown), 1, figsize=(8, 1.2 + 1.9 * len(shown)), sharex=True, squeeze=False)
+    comm = _comm(result)
+    t = m.index.to_numpy(dtype=float)
+    for ax, pid in zip(axes[:, 0], shown):
+        for node in nodes:
+            if (pid, node) in m.columns:
+                ax.plot(t, m[(pid, node)].to_numpy() * PAGE_MIB, label=f"node {node}", drawstyle="steps-post")
+        ax.set_ylabel("MiB")
+        ax.set_title(f"pid {pid} ({comm.get(pid, '?')})", fontsize=9, loc="left")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8, loc="upper right")
+    axes[-1, 0].set_xlabel("simulated time (s)")
+    more = f" (first {len(shown)} of {len(pids)} processes)" if len(pids) > len(shown) else ""
+    fig.suptitle(f"memory per node: {_title(result)}{more}", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def rate_frame(result):
+    """DataFrame of per-second rates (RATES counters) over each sample interval, indexed by
+    the interval's end time."""
+    vm = result.vmstat
+    cols = [c for c, _ in RATES if c in vm.columns]
+    if len(vm) < 2 or not cols:
+        raise Skipped("series.vmstat has fewer than two samples")
+    dt = vm.index.to_series().diff()
+    rates = vm[cols].diff().div(dt, axis=0).iloc[1:]
+    return rates
+
+
+def rates_figure(results: dict):
+    """``results``: {label: Result}; each is one line per panel."""
+    frames = {}
+    for label, r in results.items():
+        frames[label] = rate_frame(r)
+    fig, axes = plt.subplots(len(RATES), 1, figsize=(8, 8), sharex=True, squeeze=False)
+    for ax, (counter, ylabel) in zip(axes[:, 0], RATES):
+        for label, f in frames.items():
+            if counter in f.columns:
+                ax.plot(f.index.to_numpy(dtype=float), f[counter].to_numpy(), drawstyle="steps-pre",
+                        label=label)
+        ax.set_ylabel(ylabel, fontsize=9)
+        ax.grid(True, alpha=0.3)
+        if len(frames) > 1:
+            ax.legend(fontsize=8, loc="upper right")
+    axes[-1, 0].set_xlabel("simulated time (s)")
+    if len(results) == 1:
+        title = _title(next(iter(results.values())))
+    else:
+        title = ", ".join(results)
+    fig.suptitle(f"rates: {title}", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def _series_frame(result, name: str, need: set):
+    import pandas as pd
+
+    s = result.raw.get("series", {}).get(name)
+    if s is None:
+        raise Skipped(f"this result has no series.{name} (results from before the engine recorded it)")
+    df = pd.DataFrame({k: v for k, v in s.items() if isinstance(v, list)})
+    if df.empty:
+        raise Skipped(f"series.{name} is empty (run.placement_interval_ms = 0, or a run shorter "
+                      "than one placement interval)")
+    if not need <= set(df.columns):
+        raise Skipped(f"series.{name} lacks columns {sorted(need - set(df.columns))}")
+    return df
+
+
+def _node_cmap(nodes: int):
+    from matplotlib.colors import BoundaryNorm, ListedColormap
+
+    base = plt.get_cmap("tab10").colors
+    cmap = ListedColormap([base[i % len(base)] for i in range(max(1, nodes))])
+    cmap.set_bad("#f0f0f0")
+    return cmap, BoundaryNorm([i - 0.5 for i in range(max(1, nodes) + 1)], cmap.N)
+
+
+def _nr_nodes(result, *frames) -> int:
+    n = result.sim.get("nr_nodes")
+    if n:
+        return int(n)
+    return 1 + max(int(f.max()) for f in frames)
+
+
+def tasks_figure(result):
+    """Each thread's preferred node and CPU node over time (``series.tasks``: time_s, tid,
+    pid, cpu_node, preferred_nid with -1 for none), one row per thread, colour = node."""
+    import numpy as np
+
+    df = _series_frame(result, "tasks", {"time_s", "tid", "pid", "cpu_node", "preferred_nid"})
+    times = np.sort(df["time_s"].unique())
+    tids = sorted(df["tid"].unique(), key=lambda t: (int(df.loc[df["tid"] == t, "pid"].iloc[0]), int(t)))
+    nodes = _nr_nodes(result, df["cpu_node"], df["preferred_nid"])
+    cmap, norm = _node_cmap(nodes)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 1.8 + min(6.0, 0.05 * len(tids) + 1.5)), sharey=True,
+                             layout="constrained")
+    dt = float(np.median(np.diff(times))) if len(times) > 1 else 1.0
+    ext = [times[0] - dt / 2, times[-1] + dt / 2, len(tids) - 0.5, -0.5]
+    for ax, col, name in ((axes[0], "preferred_nid", "preferred node"), (axes[1], "cpu_node", "CPU node")):
+        grid = df.pivot_table(index="tid", columns="time_s", values=col, aggfunc="last")
+        grid = grid.reindex(index=tids, columns=times).to_numpy(dtype=float)
+        grid = np.ma.masked_where(np.isnan(grid) | (grid < 0), grid)
+        im = ax.imshow(grid, aspect="auto", interpolation="nearest", cmap=cmap, norm=norm, extent=ext)
+        ax.set_title(name + (" (grey: none)" if col == "preferred_nid" else ""), fontsize=9)
+        ax.set_xlabel("simulated time (s)")
+    axes[0].set_ylabel(f"thread ({len(tids)}, by pid then tid)")
+    fig.colorbar(im, ax=list(axes), label="node", ticks=range(nodes))
+    fig.suptitle(f"tasks: {_title(result)}", fontsize=10)
+    return fig
+
+
+def placement_figure(result):
+    """Heatmap of page placement (``series.placement``: each process's mapped pages cut into
+    ``buckets`` equal address ranges; pages per (time_s, pid, bucket, node)): colour = the node
+    holding most of the range's pages, one panel per process (at most 4)."""
+    import numpy as np
+
+    df = _series_frame(result, "placement", {"time_s", "pid", "bucket", "node", "pages"})
+    buckets = int(result.raw["series"]["placement"].get("buckets") or (int(df["bucket"].max()) + 1))
+    times = np.sort(df["time_s"].unique())
+    pids = list(dict.fromkeys(int(p) for p in df["pid"]))[:4]
+    nodes = _nr_nodes(result, df["node"])
+    cmap, norm = _node_cmap(nodes)
+    fig, axes = plt.subplots(len(pids), 1, figsize=(8, 1.2 + 2.6 * len(pids)), sharex=True, squeeze=False,
+                             layout="constrained")
+    comm = _comm(result)
+    dt = float(np.median(np.diff(times))) if len(times) > 1 else 1.0
+    for ax, pid in zip(axes[:, 0], pids):
+        d = df[df["pid"] == pid]
+        # the dominant node of each (time, bucket)
+        top = d.sort_values("pages").groupby(["time_s", "bucket"])["node"].last()
+        grid = np.full((buckets, len(times)), np.nan)
+        ti = {t: i for i, t in enumerate(times)}
+        for (t, b), n in top.items():
+            grid[int(b), ti[t]] = n
+        im = ax.imshow(np.ma.masked_invalid(grid), aspect="auto", origin="lower", interpolation="nearest",
+                       cmap=cmap, norm=norm, extent=[times[0] - dt / 2, times[-1] + dt / 2, -0.5, buckets - 0.5])
+        ax.set_ylabel(f"address range\n(1/{buckets} of mapped)", fontsize=8)
+        ax.set_title(f"pid {pid} ({comm.get(pid, '?')})", fontsize=9, loc="left")
+    axes[-1, 0].set_xlabel("simulated time (s)")
+    fig.colorbar(im, ax=list(axes[:, 0]), label="node holding most pages", ticks=range(nodes))
+    fig.suptitle(f"page placement: {_title(result)}", fontsize=10)
+    return fig
+
+
+# ---------------------------------------------------------------- files
+
+PLOTS = {
+    "memory": memory_figure,
+    "rates": lambda r: rates_figure({"": r}),
+    "tasks": tasks_figure,
+    "placement": placement_figure,
+}
+
+
+def save_figure(fig, out_dir, name: str, formats=FORMATS) -> list:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for fmt in formats:
+        p = out_dir / f"{name}.{fmt}"
+        fig.savefig(p, format=fmt, dpi=100)
+        paths.append(p)
+    plt.close(fig)
+    return paths
+
+
+def plot_result(result, out_dir, name: str, formats=FORMATS) -> tuple:
+    """Write every plot of ``result`` as ``out_dir/name-<plot>.<fmt>``.
+    Returns ({plot: [paths]}, {plot: reason skipped})."""
+    written, skipped = {}, {}
+    for plot, make in PLOTS.items():
+        try:
+            fig = make(result)
+        except Skipped as exc:
+            skipped[plot] = str(exc)
+            continue
+        written[plot] = save_figure(fig, out_dir, f"{name}-{plot}", formats)
+    return written, skipped

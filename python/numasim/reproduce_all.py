@@ -1,0 +1,137 @@
+"""`numasim reproduce all`: every shipped experiment, each metric's changelog value beside
+the simulated one, the relative error, and the experiment's own tolerance; then how many
+experiments (and checks) hold."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from numasim.experiments import registry
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if v != 0 and (abs(v) >= 1e6 or abs(v) < 1e-3):
+            return f"{v:.3g}"
+        return f"{v:.1f}" if abs(v) >= 1000 else f"{v:.3f}"
+    return str(v)
+
+
+def _pct(x) -> str:
+    return "-" if x is None else f"{100 * x:+.1f}%"
+
+
+def lines_of(res) -> list:
+    """[(metric, column, simulated, reference, rel_error, tolerance, verdict)] of one
+    ExperimentResult: a line per referenced (metric, column), and a line per check that has
+    no reference. Plain measurements (no reference, no check) are left out."""
+    out = []
+    for r in res.rows:
+        verdict = ("ok" if r.ok else "FAIL") if r.check else ""
+        if r.reference:
+            err = r.rel_error()
+            for c, ref in r.reference.items():
+                out.append((r.metric, c, r.values.get(c), ref, err.get(c), r.check, verdict))
+        elif r.check:
+            cols = [c for c in res.columns if c in r.values] or [""]
+            for i, c in enumerate(cols):
+                out.append((r.metric, c, r.values.get(c) if c else None, None, None,
+                            r.check if i == 0 else "", verdict if i == 0 else ""))
+    return out
+
+
+def table(res) -> str:
+    head = ["metric", "column", "simulated", "changelog", "rel. error", "tolerance", "ok"]
+    rows = [[m, c, _fmt(v), _fmt(ref) if ref is not None else "", _pct(e) if ref is not None else "", tol, ok]
+            for m, c, v, ref, e, tol, ok in lines_of(res)]
+    widths = [max(len(str(x[i])) for x in [head, *rows]) for i in range(len(head))]
+    fmt = "  ".join("{:<%d}" % w for w in widths)
+    out = [fmt.format(*head), fmt.format(*("-" * w for w in widths))]
+    out += [fmt.format(*r) for r in rows]
+    plain = sum(1 for r in res.rows if not r.reference and not r.check)
+    tail = f"{res.experiment}: {'PASS' if res.passed else 'FAIL'}"
+    if plain:
+        tail += f" ({plain} plain measurement rows not shown; `numasim reproduce {res.experiment}` lists them)"
+    out += ["", tail]
+    return "\n".join(x.rstrip() for x in out)
+
+
+def counts(results: list) -> dict:
+    checks = [r for res in results for r in res.rows if r.check]
+    return {
+        "experiments": len(results),
+        "experiments_hold": sum(1 for res in results if res.passed),
+        "checks": len(checks),
+        "checks_hold": sum(1 for r in checks if r.ok),
+    }
+
+
+def summary_line(results: list) -> str:
+    n = counts(results)
+    return (f"reproduce all: {n['experiments_hold']} of {n['experiments']} experiments hold their "
+            f"tolerance ({n['checks_hold']} of {n['checks']} checks)")
+
+
+def run_all(max_workers: int = 2, overrides=None, on_start=None, on_done=None) -> list:
+    """Run every registered experiment in name order; returns their ExperimentResults.
+    ``on_start(name)`` / ``on_done(name, result, wall_s)`` report progress."""
+    results = []
+    for name in registry.names():
+        exp = registry.get(name)
+        if on_start:
+            on_start(name)
+        t0 = time.perf_counter()
+        res = exp.run(max_workers=max_workers, overrides=overrides)
+        if on_done:
+            on_done(name, res, time.perf_counter() - t0)
+        results.append(res)
+    return results
+
+
+def experiment_iterations(exp, iterations: int, max_workers: int = 2, overrides=None,
+                          first_seed: int = 1, on_done=None):
+    """Run experiment ``exp`` ``iterations`` times with every scenario's seed set to
+    first_seed, first_seed+1, ... (the shipped experiments use seed 1, so the first
+    iteration is the standard run). Returns one ExperimentResult whose values are the means
+    over the iterations and whose checks must hold in every iteration."""
+    from numasim.experiments.registry import ExperimentResult, Row
+
+    if iterations < 1:
+        raise ValueError("iterations must be at least 1")
+    runs = []
+    for i in range(iterations):
+        ov = list(overrides.items() if isinstance(overrides, dict) else (overrides or []))
+        runs.append(exp.run(max_workers=max_workers, overrides=ov + [("seed", first_seed + i)]))
+        if on_done:
+            on_done(i + 1, iterations)
+    rows = []
+    for k, row in enumerate(runs[0].rows):
+        same = [r.rows[k] for r in runs if k < len(r.rows) and r.rows[k].metric == row.metric]
+        values = {}
+        for c in row.values:
+            xs = [r.values.get(c) for r in same]
+            nums = [x for x in xs if isinstance(x, (int, float)) and not isinstance(x, bool)]
+            values[c] = sum(nums) / len(nums) if nums and len(nums) == len(xs) else None
+        held = sum(1 for r in same if r.ok)
+        check = row.check
+        if check:
+            check += f" [mean of {iterations} seeds; held in {held} of {len(same)}]"
+        rows.append(Row(row.metric, values, reference=dict(row.reference), check=check,
+                        ok=held == len(same) == iterations))
+    return ExperimentResult(f"{exp.name} x{iterations}", list(runs[0].columns), rows)
+
+
+def to_json(results: list) -> str:
+    return json.dumps({"experiments": [r.to_dict() for r in results], "summary": counts(results)}, indent=1)
+
+
+def to_text(results: list) -> str:
+    blocks = [f"== {res.experiment}\n{table(res)}" for res in results]
+    return "\n\n".join(blocks + [summary_line(results)])
