@@ -17,7 +17,7 @@ ifeq ($(wildcard python/numasim/_engine*.so),)
 $(shell rm -f $(BUILD_STAMP))
 endif
 
-.PHONY: help setup run test bench lint check-cargo clean workloads test-vm
+.PHONY: help setup run test bench lint check-cargo clean workloads test-vm system-deps
 
 help:
 	@echo "make setup   create .venv, install pinned tools, build the engine"
@@ -25,6 +25,7 @@ help:
 	@echo "make test    cargo tests + pytest"
 	@echo "make bench   simulator speed (numasim bench)"
 	@echo "make lint    cargo clippy + python compileall"
+	@echo "make system-deps  install the missing Debian packages of system-packages.txt (chromium, ...)"
 	@echo "make workloads  static C workloads for real-kernel runs (build/realkernel/numaw)"
 	@echo "make test-vm    real-kernel validation in QEMU (6.1 and 6.12; needs system-deps)"
 
@@ -51,7 +52,7 @@ setup: check-cargo $(BUILD_STAMP)
 run: setup
 	$(BIN)/numasim reproduce autonuma-balancing
 
-test: setup
+test: setup system-deps
 	cargo test --release --workspace --exclude numasim-py
 	$(BIN)/pytest -q tests
 
@@ -64,6 +65,11 @@ lint: setup
 
 clean:
 	rm -rf $(VENV) python/numasim/_engine*.so
+
+# Debian packages (system-packages.txt, one per line): only the missing ones are installed,
+# with sudo when not root. chromium loads the HTML report in tests/test_report.py.
+system-deps:
+	@bash scripts/system-deps.sh system-packages.txt
 
 # Real-kernel workloads (workloads/*.c): one static binary, no libnuma, no Rust needed.
 NUMAW     := build/realkernel/numaw
