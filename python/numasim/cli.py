@@ -283,6 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
     ss.add_argument("file")
     ss.add_argument("--set", action="append", metavar="KEY=VALUE")
     ss.set_defaults(func=cmd_scenario_show)
+    __import__("numasim.realkernel.validate", fromlist=["register"]).register(sub)  # numasim validate
     return p
 
 

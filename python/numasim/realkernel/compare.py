@@ -1,0 +1,139 @@
+"""Side-by-side comparison of a simulated and a real-kernel result of one scenario.
+
+Totals of the counters that depend on how many scan windows fit into the run differ when
+the VM's wall clock runs a different number of windows than the simulation, so the table
+also gives per-window quantities (a window = a burst of numa_pte_updates in the sampled
+series) and, for migrate_pages/move_pages drivers, per-call quantities.
+"""
+
+from __future__ import annotations
+
+TOLERANCE = 0.25
+
+TOTALS = [
+    "numa_pte_updates", "numa_huge_pte_updates", "numa_hint_faults", "numa_hint_faults_local",
+    "numa_pages_migrated", "pgmigrate_success", "thp_migration_success", "nr_tlb_remote_flush",
+    "nr_tlb_remote_flush_received", "pgfault",
+]
+
+
+MIN_WINDOW_PTES = 256  # 1 MiB: smaller bursts are scans of the stack and heap only
+
+
+def scan_windows(result) -> int:
+    """Scan windows that reached the workload's buffers: runs of consecutive samples in which
+    numa_pte_updates grew by at least MIN_WINDOW_PTES in all (a window whose VMAs were skipped
+    still updates a few PTEs of the stack or the heap; those are not counted)."""
+    vm = result.raw["series"]["vmstat"]
+    ptes = vm.get("numa_pte_updates") or []
+    windows, prev, burst = 0, 0, 0
+    for v in list(ptes) + [ptes[-1] if ptes else 0]:
+        if v > prev:
+            burst += v - prev
+        else:
+            if burst >= MIN_WINDOW_PTES:
+                windows += 1
+            burst = 0
+        prev = v
+    if not ptes and result.counters.get("numa_pte_updates", 0) >= MIN_WINDOW_PTES:
+        windows = 1
+    return windows
+
+
+def syscall_calls(result) -> int:
+    """migrate_pages/move_pages calls: measured in a VM, from the scenario in a simulation."""
+    calls = result.raw.get("syscalls")
+    if calls:
+        return len(calls)
+    n = 0
+    for w in result.scenario.get("workloads", []):
+        if w.get("kind") == "migratepages":
+            n += 2 * int(w.get("loops", 1))
+        elif w.get("kind") == "move_pages":
+            n += int(w.get("loops", 1))
+    return n
+
+
+def tlb_shootdowns(result):
+    """TLB-shootdown IPIs received: the /proc/interrupts TLB line (both kinds of result)."""
+    t = result.interrupts.get("TLB")
+    if t is not None:
+        return int(t["total"])
+    return result.counters.get("nr_tlb_remote_flush_received")
+
+
+def metrics(result) -> dict:
+    c = result.counters
+    m = {k: c.get(k) for k in TOTALS}
+    m["tlb_shootdown_ipis"] = tlb_shootdowns(result)
+    w = scan_windows(result)
+    m["scan_windows"] = w
+    if w:
+        m["numa_pte_updates_per_window"] = c.get("numa_pte_updates", 0) / w
+        m["numa_hint_faults_per_window"] = c.get("numa_hint_faults", 0) / w
+    calls = syscall_calls(result)
+    m["syscall_calls"] = calls
+    if calls:
+        tlb = m["tlb_shootdown_ipis"]
+        m["tlb_ipis_per_call"] = tlb / calls if tlb is not None else None
+        m["pgmigrate_success_per_call"] = c.get("pgmigrate_success", 0) / calls
+        measured = result.raw.get("syscalls")
+        if measured:  # the VM measures each call on its own, without the rest of the run
+            m["tlb_ipis_per_call_measured"] = sum(x.get("tlb_irq", 0) for x in measured) / len(measured)
+    m["elapsed_s"] = result.elapsed_s
+    m["system_s"] = result.times.get("system_s")
+    m["user_s"] = result.times.get("user_s")
+    return m
+
+
+# the acceptance metrics: per-window where the run has windows, else totals
+def checked_metrics(vm_m: dict) -> list:
+    names = []
+    if vm_m.get("scan_windows"):
+        names += ["numa_pte_updates_per_window", "numa_hint_faults_per_window"]
+    else:
+        names += ["numa_pte_updates", "numa_hint_faults"]
+    names.append("numa_pages_migrated")
+    if vm_m.get("syscall_calls"):
+        names += ["tlb_ipis_per_call", "pgmigrate_success_per_call"]
+    return names
+
+
+def within(sim, vm, tol=TOLERANCE):
+    if sim is None or vm is None:
+        return None
+    if vm == 0:
+        return sim == 0 or sim <= 16  # a handful of stray events against none
+    return abs(sim - vm) <= tol * abs(vm)
+
+
+def compare(sim, vm) -> dict:
+    s, v = metrics(sim), metrics(vm)
+    rows = []
+    checked = checked_metrics(v)
+    for k in v:
+        sv, vv = s.get(k), v.get(k)
+        ratio = (sv / vv) if isinstance(sv, (int, float)) and isinstance(vv, (int, float)) and vv else None
+        rows.append({"metric": k, "sim": sv, "vm": vv, "ratio": ratio,
+                     "checked": k in checked, "ok": within(sv, vv) if k in checked else None})
+    ok = all(r["ok"] for r in rows if r["checked"])
+    return {"rows": rows, "ok": ok, "tolerance": TOLERANCE}
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.3f}" if abs(v) < 100 else f"{v:.0f}"
+    return str(v)
+
+
+def table(cmp: dict) -> str:
+    head = ["metric", "sim", "vm", "sim/vm", "±25%"]
+    rows = [[r["metric"], _fmt(r["sim"]), _fmt(r["vm"]), "-" if r["ratio"] is None else f"{r['ratio']:.2f}",
+             "" if not r["checked"] else ("ok" if r["ok"] else "DIFFERS")] for r in cmp["rows"]]
+    widths = [max(len(x[i]) for x in rows + [head]) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(head, widths)).rstrip(),
+             "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    return "\n".join(lines)

@@ -1,0 +1,211 @@
+"""Parse the `@nsw` lines that `numaw run` prints (on a VM's serial console or a host's
+stdout) and turn them into a result in the simulator's format (numasim.Result).
+
+Lines without the `@nsw ` prefix (kernel messages, shell noise) are ignored; a line the
+kernel cut in the middle of is skipped rather than trusted.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from numasim.realkernel.errors import RealKernelError
+from numasim.result import Result
+
+PREFIX = "@nsw "
+_KV = re.compile(r"(\S+?)=(\S*)")
+
+# event counters a result carries (their deltas over the run); gauges are left out
+EVENT_PREFIXES = ("numa_", "pgmigrate_", "thp_", "nr_tlb_", "pgalloc_", "compact_")
+EVENT_NAMES = {"pgfault", "pgmajfault", "pgfree", "pgsteal_kswapd", "pgscan_kswapd"}
+GAUGES = {"numa_hint_faults_local_pct"}
+
+
+def _num(v: str):
+    try:
+        return int(v)
+    except ValueError:
+        try:
+            return float(v)
+        except ValueError:
+            return v
+
+
+def _fields(rest: str) -> dict:
+    return {k: _num(v) for k, v in _KV.findall(rest)}
+
+
+def parse_console(text: str) -> dict:
+    """Group the `@nsw` records of one run.
+
+    Returns {"boot": {...}, "begin": {...}, "settings": {...}, "vmstat_begin": {...},
+    "vmstat_end": {...}, "samples": [{t, counters}], "irq": [(t, [per cpu])],
+    "mem": [(t, w, pid, [pages per node])], "starts": {w: {...}}, "exits": {w: {...}},
+    "calls": [...], "workload_lines": [...], "errors": [...], "warnings": [...],
+    "timeout": {...} | None, "end": {...} | None, "panic": str | None, "done": {...} | None}."""
+    out = {"boot": {}, "begin": None, "settings": {}, "vmstat_begin": None, "vmstat_end": None,
+           "samples": [], "irq": [], "mem": [], "starts": {}, "exits": {}, "calls": [],
+           "workload_lines": [], "errors": [], "warnings": [], "timeout": None, "end": None,
+           "panic": None, "done": None, "skipped": 0}
+    for raw in text.splitlines():
+        line = raw.rstrip("\r")
+        if out["panic"] is None and ("Kernel panic" in line or "BUG: kernel NULL" in line):
+            out["panic"] = line.strip()
+        i = line.find(PREFIX)
+        if i < 0:
+            continue
+        body = line[i + len(PREFIX):].strip()
+        tag, _, rest = body.partition(" ")
+        try:
+            f = _fields(rest)
+        except Exception:  # pragma: no cover - regex findall does not raise
+            out["skipped"] += 1
+            continue
+        if tag == "boot":
+            out["boot"] = f
+        elif tag == "begin":
+            out["begin"] = f
+        elif tag == "settings":
+            out["settings"] = f
+        elif tag == "vmstat":
+            phase = f.pop("phase", None)
+            f.pop("t", None)
+            out["vmstat_begin" if phase == "begin" else "vmstat_end"] = f
+        elif tag == "v":
+            t = f.pop("t", None)
+            if not isinstance(t, (int, float)) or not f:
+                out["skipped"] += 1
+                continue
+            out["samples"].append({"t": float(t), "counters": f})
+        elif tag == "irq":
+            try:
+                per = [int(x) for x in str(f["tlb"]).split(",")]
+            except (KeyError, ValueError):
+                out["skipped"] += 1
+                continue
+            out["irq"].append((float(f["t"]), per))
+        elif tag == "mem":
+            nodes = sorted((int(k[1:]), v) for k, v in f.items() if re.fullmatch(r"n\d+", k))
+            if "t" not in f or "pid" not in f or not nodes:
+                out["skipped"] += 1
+                continue
+            out["mem"].append((float(f["t"]), int(f["w"]), int(f["pid"]), [int(v) for _, v in nodes]))
+        elif tag == "start":
+            out["starts"][int(f["w"])] = f
+        elif tag == "exit":
+            out["exits"][int(f["w"])] = f
+        elif tag == "call":
+            what, _, rest2 = rest.partition(" ")
+            out["calls"].append({"call": what, **_fields(rest2)})
+        elif tag == "error":
+            out["errors"].append(rest)
+        elif tag == "warn":
+            out["warnings"].append(rest)
+        elif tag == "timeout":
+            out["timeout"] = f
+        elif tag == "end":
+            out["end"] = f
+        elif tag == "done":
+            out["done"] = f
+        elif tag.startswith("w="):
+            out["workload_lines"].append({"w": int(tag[2:]), "line": rest, **_fields(rest)})
+        else:
+            out["skipped"] += 1
+    return out
+
+
+def is_event_counter(name: str) -> bool:
+    return (name.startswith(EVENT_PREFIXES) or name in EVENT_NAMES) and name not in GAUGES
+
+
+def check_complete(p: dict, where: str = "guest") -> None:
+    """Raise RealKernelError when the run did not finish: panic, runner error, no end record."""
+    if p["panic"]:
+        raise RealKernelError(f"{where}: kernel panic: {p['panic']}")
+    if p["errors"]:
+        raise RealKernelError(f"{where}: workload error: {p['errors'][0]}")
+    bad = {w: e for w, e in p["exits"].items() if e.get("status") != 0 and not p["timeout"]}
+    if bad:
+        w, e = next(iter(bad.items()))
+        raise RealKernelError(f"{where}: workload {w} exited with status {e.get('status')} "
+                              f"(signal {e.get('signal')})")
+    if p["begin"] is None:
+        raise RealKernelError(f"{where}: the runner never started (no '@nsw begin' line)")
+    if p["end"] is None or p["vmstat_end"] is None:
+        raise RealKernelError(f"{where}: the run did not finish (no '@nsw end' line)")
+
+
+def build_result(p: dict, scenario: dict, source: dict, seed=None) -> Result:
+    """A Result in the simulator's format from a parsed run.
+
+    counters: deltas of the event counters between the begin and end snapshots;
+    series.vmstat: the sampled counters minus the begin snapshot; series.memory: anonymous
+    pages per (time, pid, node) from numa_maps; interrupts.TLB: per-CPU deltas of the
+    /proc/interrupts TLB line; times: elapsed (last workload exit), user and system (rusage)."""
+    check_complete(p, source.get("kind", "guest"))
+    v0, v1 = p["vmstat_begin"], p["vmstat_end"]
+    counters = {}
+    for name, end in v1.items():
+        if is_event_counter(name) and isinstance(end, int) and isinstance(v0.get(name), int):
+            d = end - v0[name]
+            if d >= 0:
+                counters[name] = d
+    base = p["samples"][0]["counters"] if p["samples"] else {}
+    names = sorted(n for n in base if n in counters)
+    series = {"time_s": []}
+    for n in names:
+        series[n] = []
+    last_t = -1.0
+    for s in p["samples"][1:]:
+        if s["t"] <= last_t or any(n not in s["counters"] for n in names):
+            continue
+        last_t = s["t"]
+        series["time_s"].append(round(s["t"], 6))
+        for n in names:
+            series[n].append(min(max(s["counters"][n] - base[n], 0), counters[n]))
+    memory = {"time_s": [], "pid": [], "node": [], "pages": []}
+    for t, _w, pid, nodes in p["mem"]:
+        for node, pages in enumerate(nodes):
+            memory["time_s"].append(round(t, 6))
+            memory["pid"].append(pid)
+            memory["node"].append(node)
+            memory["pages"].append(pages)
+    interrupts = {}
+    if len(p["irq"]) >= 2:
+        first, last = p["irq"][0][1], p["irq"][-1][1]
+        per = [b - a for a, b in zip(first, last)]
+        interrupts["TLB"] = {"per_cpu": per, "total": sum(per)}
+    processes, user, system = [], 0.0, 0.0
+    extra = {}
+    for wl in p["workload_lines"]:
+        if "throughput_aps" in wl:
+            extra.setdefault(wl["w"], {}).setdefault("throughput_aps", 0.0)
+            extra[wl["w"]]["throughput_aps"] += float(wl["throughput_aps"])
+        if "passes" in wl:
+            extra.setdefault(wl["w"], {})["passes"] = wl["passes"]
+    for w in sorted(p["exits"]):
+        e, s = p["exits"][w], p["starts"].get(w, {})
+        user += float(e.get("user_s", 0))
+        system += float(e.get("sys_s", 0))
+        processes.append({
+            "workload": w, "pid": e.get("pid"), "comm": s.get("kind", "?"),
+            "elapsed_s": round(float(e.get("t", 0)) - float(s.get("t", 0)), 6),
+            "user_s": float(e.get("user_s", 0)), "system_s": float(e.get("sys_s", 0)),
+            "threads": e.get("threads", 0), "minflt": e.get("minflt", 0), **extra.get(w, {}),
+        })
+    elapsed = float(p["end"].get("elapsed_s", 0))
+    raw = {
+        "source": source,
+        "completed": bool(p["end"].get("completed", 1)) and p["timeout"] is None,
+        "counters": counters,
+        "times": {"elapsed_s": elapsed, "system_s": system, "user_s": user},
+        "series": {"vmstat": series, "memory": memory},
+        "interrupts": interrupts,
+        "processes": processes,
+        "syscalls": p["calls"],
+        "settings": p["settings"],
+        "scenario": scenario,
+        "seed": seed if seed is not None else scenario.get("seed"),
+    }
+    return Result(json.dumps(raw, indent=1, sort_keys=True))

@@ -1,0 +1,126 @@
+"""`numasim validate SCENARIO --kernel V`: the same scenario simulated and run on a real
+kernel in a QEMU VM, counters side by side.
+
+The simulation runs with the scenario's machine (which for the shipped validation scenarios
+is the VM's: 2 nodes x 2 CPUs x 2 GiB, with memory costs measured under TCG) and the kernel
+profile matching V (6.1 -> "6.1", 6.12 -> "6.12", 7.3 -> "6.14", the newest the engine knows).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from importlib import resources
+from pathlib import Path
+
+import numasim
+from numasim.realkernel import compare as cmpmod
+from numasim.realkernel.errors import RealKernelError
+from numasim.realkernel.kernels import KERNELS, choice
+from numasim.scenario import apply_overrides, parse_toml, read_source, to_toml
+
+
+def shipped() -> list:
+    d = resources.files("numasim") / "validation"
+    return sorted(p.name[:-5] for p in d.iterdir() if p.name.endswith(".toml"))
+
+
+def scenario_path(name_or_path: str) -> Path:
+    p = Path(name_or_path)
+    if p.exists():
+        return p
+    stem = name_or_path[:-5] if name_or_path.endswith(".toml") else name_or_path
+    q = Path(str(resources.files("numasim") / "validation" / f"{stem}.toml"))
+    if q.exists():
+        return q
+    raise RealKernelError(f"no scenario file {name_or_path!r} and no shipped validation scenario of that name "
+                          f"(shipped: {', '.join(shipped())})", loc=name_or_path)
+
+
+def scenario_dict(name_or_path: str, kernel: str, overrides=None) -> dict:
+    src = read_source(str(scenario_path(name_or_path)))
+    d = parse_toml(src) if isinstance(src, str) else src
+    d.setdefault("kernel", {})["version"] = choice(kernel).profile
+    if overrides:
+        apply_overrides(d, overrides)
+    return d
+
+
+def validate(name_or_path: str, kernel: str = "6.12", *, out: Path | None = None, overrides=None,
+             timeout_s: float | None = None, vm_result: Path | None = None, log=None) -> dict:
+    """Simulate and boot; save sim.json, vm.json, comparison.json (and the console) in `out`."""
+    log = log or (lambda m: None)
+    d = scenario_dict(name_or_path, kernel, overrides)
+    text = to_toml(d)
+    resolved = numasim.resolve(text)
+    name = Path(name_or_path).stem
+    out = Path(out) if out else Path("out") / "validate" / f"{name}-{kernel}"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "scenario.toml").write_text(text)
+    t0 = time.monotonic()
+    sim = numasim.run(text)
+    log(f"simulated {name} ({choice(kernel).profile} profile) in {time.monotonic() - t0:.1f} s")
+    sim.save(out / "sim.json")
+    if vm_result:
+        vm = numasim.Result.load(vm_result)
+    else:
+        from numasim.realkernel.vm import run_vm
+
+        vm = run_vm(resolved, kernel, timeout_s=timeout_s, workdir=out / "vm", log=log)
+    vm.save(out / "vm.json")
+    cmp = cmpmod.compare(sim, vm)
+    cmp.update({"scenario": name, "kernel": kernel, "profile": choice(kernel).profile,
+                "vm_kernel": vm.raw.get("source", {}).get("kernel"), "out": str(out)})
+    (out / "comparison.json").write_text(json.dumps(cmp, indent=1))
+    return cmp
+
+
+def cmd_validate(args) -> int:
+    if args.list:
+        for n in shipped():
+            print(n)
+        return 0
+    if not args.scenario:
+        from numasim.scenario import UsageError
+
+        raise UsageError("give a scenario (a file or a shipped name: numasim validate --list)")
+    from numasim.scenario import parse_set
+
+    overrides = [parse_set(s) for s in args.set or []]
+    log = (lambda m: print(m, file=sys.stderr, flush=True)) if not args.quiet else None
+    kernels = args.kernel or ["6.12"]
+    status = 0
+    results = []
+    for k in kernels:
+        out = Path(args.out) / f"{Path(args.scenario).stem}-{k}" if args.out else None
+        cmp = validate(args.scenario, k, out=out, overrides=overrides, timeout_s=args.timeout,
+                       vm_result=args.vm_result, log=log)
+        results.append(cmp)
+        if not args.json:
+            print(f"{cmp['scenario']} on {cmp['vm_kernel']} (simulated with the {cmp['profile']} profile); "
+                  f"saved in {cmp['out']}")
+            print(cmpmod.table(cmp))
+            print()
+        if args.strict and not cmp["ok"]:
+            status = 1
+    if args.json:
+        print(json.dumps(results if len(results) > 1 else results[0], indent=1))
+    return status
+
+
+def register(subparsers) -> None:
+    """Add `validate` to the numasim command line."""
+    sp = subparsers.add_parser("validate", help="run a scenario in the simulator and on a real kernel (QEMU), side by side")
+    sp.add_argument("scenario", nargs="?", help="scenario TOML file, or a shipped name (--list)")
+    sp.add_argument("--kernel", action="append", choices=sorted(KERNELS),
+                    help="Debian kernel to boot (repeatable; default 6.12)")
+    sp.add_argument("--list", action="store_true", help="list the shipped validation scenarios")
+    sp.add_argument("--set", action="append", metavar="KEY=VALUE", help="scenario override (repeatable)")
+    sp.add_argument("--out", metavar="DIR", help="where to save sim.json, vm.json, comparison.json (default out/validate)")
+    sp.add_argument("--timeout", type=float, metavar="S", help="VM time limit in seconds (default from the scenario)")
+    sp.add_argument("--vm-result", metavar="PATH", help="reuse a saved VM result instead of booting")
+    sp.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    sp.add_argument("--strict", action="store_true", help="exit 1 when a checked metric is outside ±25%%")
+    sp.add_argument("--quiet", "-q", action="store_true", help="no progress messages")
+    sp.set_defaults(func=cmd_validate)

@@ -1,0 +1,257 @@
+"""The VM backend: boot a Debian kernel in QEMU with the scenario's NUMA topology, run the
+scenario's workloads from an initramfs, and parse the serial console into a result.
+
+    fetch_kernel (kernels.py) -> build_initramfs -> qemu_command -> run_vm -> console.py
+
+QEMU runs with TCG (software emulation): the KVM device on these hosts hangs stock kernels
+(docs/realkernel.md). Every boot has a time limit, and every failure raises RealKernelError
+with what went wrong.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from numasim.realkernel import spec as specmod
+from numasim.realkernel.console import build_result, parse_console
+from numasim.realkernel.errors import RealKernelError
+from numasim.realkernel.kernels import cache_root, choice, fetch_kernel
+
+QEMU = "qemu-system-x86_64"
+BUSYBOX_PATHS = ("/bin/busybox", "/usr/bin/busybox")
+SETUP_HINT = "install the system packages with `make system-deps` (system-packages.txt)"
+REPO = Path(__file__).resolve().parents[3]
+
+INIT = r"""#!/bin/sh
+# numasim real-kernel guest init: settings from /config, then `numaw run`, then power off.
+/bin/busybox mount -t devtmpfs devtmpfs /dev 2>/dev/null
+exec </dev/console >/dev/console 2>&1
+/bin/busybox --install -s /bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
+mount -t tmpfs tmpfs /tmp
+echo "@nsw boot uptime=$(cut -d' ' -f1 /proc/uptime) release=$(uname -r)"
+. /config
+put() {
+    if [ -e "$1" ]; then
+        echo "$2" > "$1" 2>/dev/null || echo "@nsw warn write=$1 value=$2 failed"
+    else
+        echo "@nsw warn missing=$1"
+    fi
+}
+scan=/sys/kernel/debug/sched/numa_balancing
+[ -d $scan ] || scan=/proc/sys/kernel/numa_balancing_
+for k in scan_delay_ms scan_period_min_ms scan_period_max_ms scan_size_mb; do
+    eval v=\$$k
+    if [ -d /sys/kernel/debug/sched/numa_balancing ]; then put $scan/$k $v; else put $scan$k $v; fi
+done
+put /sys/kernel/mm/transparent_hugepage/enabled $THP_ENABLED
+for s in $MTHP; do
+    f=/sys/kernel/mm/transparent_hugepage/hugepages-${s%%:*}kB/enabled
+    [ -e $f ] && put $f ${s#*:}
+done
+put /proc/sys/kernel/numa_balancing $NUMA_BALANCING
+/bin/numaw run /scenario.txt interval_ms=$INTERVAL_MS max_s=$MAX_S
+echo "@nsw done rc=$?"
+poweroff -f
+"""
+
+
+def numaw_path() -> Path:
+    """build/realkernel/numaw, (re)built with `make workloads` when in the source tree."""
+    env = os.environ.get("NUMASIM_NUMAW")
+    if env:
+        return Path(env)
+    exe = REPO / "build" / "realkernel" / "numaw"
+    if (REPO / "Makefile").exists() and (REPO / "workloads").is_dir():
+        if shutil.which("gcc") is None and not exe.exists():
+            raise RealKernelError("gcc is needed to build the C workloads (workloads/); " + SETUP_HINT)
+        p = subprocess.run(["make", "-s", "-C", str(REPO), "workloads"], capture_output=True, text=True)
+        if p.returncode != 0:
+            raise RealKernelError("building the C workloads failed: " + (p.stderr.strip().splitlines() or ["?"])[-1])
+    if not exe.exists():
+        raise RealKernelError(f"{exe} is missing: run `make workloads`")
+    return exe
+
+
+def busybox_path() -> Path:
+    for p in BUSYBOX_PATHS:
+        if Path(p).exists():
+            out = subprocess.run(["file", "-L", p], capture_output=True, text=True).stdout \
+                if shutil.which("file") else "statically linked"
+            if "statically linked" in out or "static-pie" in out:
+                return Path(p)
+    raise RealKernelError("no static busybox found (Debian package busybox-static); " + SETUP_HINT)
+
+
+def config_text(settings: dict, interval_ms: int, max_s: float) -> str:
+    mthp = " ".join(f"{kb}:{v}" for kb, v in sorted(settings.get("mthp", {}).items()))
+    lines = {
+        "NUMA_BALANCING": settings["numa_balancing"],
+        "scan_delay_ms": settings["scan_delay_ms"],
+        "scan_period_min_ms": settings["scan_period_min_ms"],
+        "scan_period_max_ms": settings["scan_period_max_ms"],
+        "scan_size_mb": settings["scan_size_mb"],
+        "THP_ENABLED": settings["thp_enabled"],
+        "MTHP": f'"{mthp}"',
+        "INTERVAL_MS": int(interval_ms),
+        "MAX_S": f"{max_s:.1f}",
+    }
+    return "".join(f"{k}={v}\n" for k, v in lines.items())
+
+
+def build_initramfs(out: Path, spec_lines: list, settings: dict, interval_ms: int = 100,
+                    max_s: float = 300.0, numaw: Path | None = None, busybox: Path | None = None) -> Path:
+    """Write a gzip'd newc cpio with /init, /config, /scenario.txt, /bin/busybox, /bin/numaw
+    (the archive is made by `busybox cpio`: the host needs no cpio)."""
+    numaw = numaw or numaw_path()
+    busybox = busybox or busybox_path()
+    with tempfile.TemporaryDirectory(prefix="numasim-initramfs-") as tmp:
+        root = Path(tmp)
+        for d in ("bin", "dev", "proc", "sys", "tmp", "sbin", "usr/bin", "usr/sbin"):
+            (root / d).mkdir(parents=True, exist_ok=True)
+        shutil.copy2(busybox, root / "bin" / "busybox")
+        shutil.copy2(numaw, root / "bin" / "numaw")
+        os.symlink("busybox", root / "bin" / "sh")
+        (root / "init").write_text(INIT)
+        (root / "init").chmod(0o755)
+        (root / "config").write_text(config_text(settings, interval_ms, max_s))
+        (root / "scenario.txt").write_text("\n".join(spec_lines) + "\n")
+        names = []
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames.sort()
+            rel = os.path.relpath(dirpath, root)
+            if rel != ".":
+                names.append(rel)
+            names += [os.path.normpath(os.path.join(rel, f)) for f in sorted(filenames)]
+        p = subprocess.run([str(busybox), "cpio", "-o", "-H", "newc"], cwd=root,
+                           input=("\n".join(names) + "\n").encode(), capture_output=True)
+        if p.returncode != 0 or not p.stdout:
+            raise RealKernelError("busybox cpio failed: " + p.stderr.decode(errors="replace").strip())
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with gzip.open(out, "wb", compresslevel=6) as f:
+            f.write(p.stdout)
+    return out
+
+
+def qemu_command(topo: dict, kernel: Path, initrd: Path, append: str = "") -> list:
+    """qemu-system-x86_64 with one NUMA node per scenario node: CPUs, memory and distances."""
+    n, per, smt = topo["nodes"], topo["cpus_per_node"], topo["smt"]
+    total = sum(topo["mem_mib"])
+    cmd = [QEMU, "-accel", "tcg,thread=multi", "-cpu", "max", "-m", f"{total}M",
+           "-smp", f"{n * per},sockets={n},cores={per // smt},threads={smt}",
+           "-nodefaults", "-no-user-config", "-display", "none", "-serial", "stdio", "-monitor", "none",
+           "-net", "none", "-no-reboot"]
+    for i, mib in enumerate(topo["mem_mib"]):
+        cmd += ["-object", f"memory-backend-ram,id=m{i},size={mib}M",
+                "-numa", f"node,nodeid={i},memdev=m{i}"]
+    for i in range(n):
+        cmd += ["-numa", f"cpu,node-id={i},socket-id={i}"]
+    for i in range(n):
+        for j in range(n):
+            if i != j:
+                cmd += ["-numa", f"dist,src={i},dst={j},val={topo['distance'][i][j]}"]
+    cmd += ["-kernel", str(kernel), "-initrd", str(initrd),
+            "-append", ("console=ttyS0 panic=-1 quiet " + append).strip()]
+    return cmd
+
+
+def qemu_version() -> str:
+    exe = shutil.which(QEMU)
+    if exe is None:
+        raise RealKernelError(f"{QEMU} not found; " + SETUP_HINT)
+    out = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout
+    return out.splitlines()[0] if out else "?"
+
+
+def boot(cmd: list, log_path: Path, timeout_s: float, log=None) -> tuple:
+    """Run QEMU until it exits or timeout_s; the console goes to log_path. (text, wall_s)."""
+    log = log or (lambda m: None)
+    t0 = time.monotonic()
+    with open(log_path, "wb") as logf:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            text = log_path.read_text(errors="replace")
+            tail = " | ".join(text.strip().splitlines()[-3:])
+            raise RealKernelError(f"the VM did not finish within {timeout_s:.0f} s (killed); "
+                                  f"console: {log_path}; last lines: {tail}") from None
+        except BaseException:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+    wall = time.monotonic() - t0
+    text = log_path.read_text(errors="replace")
+    if proc.returncode != 0:
+        tail = " | ".join(text.strip().splitlines()[-3:])
+        raise RealKernelError(f"qemu exited with status {proc.returncode}: {tail}")
+    return text, wall
+
+
+def expected_run_s(resolved: dict) -> float:
+    """A rough guest-time budget: the longest start_s + duration_s / free_at_s, at least 30 s."""
+    t = 0.0
+    for w in resolved["workloads"]:
+        end = float(w.get("start_s", 0)) + float(w.get("duration_s", 0) or 0)
+        end = max(end, float(w.get("free_at_s", 0) or 0))
+        end += float(w.get("interval_s", 0) or 0) * 2 * int(w.get("loops", 1) or 1)
+        t = max(t, end)
+    return max(30.0, 3 * t)
+
+
+def run_vm(resolved: dict, kernel: str = "6.12", *, timeout_s: float | None = None, workdir: Path | None = None,
+           vmlinuz: Path | None = None, kernel_info: dict | None = None, log=None):
+    """Boot kernel `kernel` with the scenario's topology, run its workloads, return a Result
+    (source = {"kind": "qemu", ...}). The console log is kept in workdir/console.log."""
+    log = log or (lambda m: None)
+    qv = qemu_version()
+    if vmlinuz is None:
+        info = fetch_kernel(kernel, log=log)
+        vmlinuz = Path(info["vmlinuz"])
+    else:
+        info = kernel_info or {"release": Path(vmlinuz).name, "package": "custom", "version": "?"}
+    topo = specmod.topology(resolved)
+    lines = specmod.workload_lines(resolved)
+    settings = specmod.kernel_settings(resolved)
+    if settings["hz"] != 250:
+        log(f"note: the scenario's HZ={settings['hz']}, Debian kernels use 250")
+    run_s = expected_run_s(resolved)
+    max_s = min(float(resolved.get("run", {}).get("max_sim_s", 7200)), run_s * 3)
+    timeout_s = timeout_s or (90 + 3 * max_s)
+    interval = int(resolved.get("run", {}).get("sample_interval_ms", 100))
+    interval = max(interval, 50)
+    workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="numasim-vm-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    initrd = build_initramfs(workdir / "initrd.img", lines, settings, interval, max_s)
+    cmd = qemu_command(topo, vmlinuz, initrd)
+    (workdir / "qemu.cmd").write_text(" ".join(cmd) + "\n")
+    log(f"booting {info.get('release')} ({topo['nodes']} nodes x {topo['cpus_per_node']} CPUs, TCG), "
+        f"time limit {timeout_s:.0f} s")
+    text, wall = boot(cmd, workdir / "console.log", timeout_s, log)
+    parsed = parse_console(text)
+    if parsed["done"] is None and parsed["end"] is None and parsed["panic"] is None:
+        tail = " | ".join(text.strip().splitlines()[-3:])
+        raise RealKernelError(f"the guest stopped without finishing the run; console {workdir / 'console.log'}: {tail}")
+    source = {"kind": "qemu", "kernel": info.get("release"), "package": info.get("package"),
+              "package_version": info.get("version"), "kernel_choice": kernel, "accel": "tcg",
+              "qemu": qv, "wall_s": round(wall, 3), "boot_uptime_s": parsed["boot"].get("uptime"),
+              "warnings": parsed["warnings"], "console": str(workdir / "console.log")}
+    try:
+        return build_result(parsed, resolved, source)
+    except RealKernelError as exc:
+        raise RealKernelError(f"{exc.msg} (console: {workdir / 'console.log'})") from None
+
+
+__all__ = ["run_vm", "build_initramfs", "qemu_command", "boot", "numaw_path", "busybox_path", "choice", "cache_root"]
