@@ -260,7 +260,7 @@ class Section:
     percentages: bool  # the section prints a percentage column
 
 
-def _stat_rows(metric: str, better: str, per_col: list, ddof: int) -> list:
+def stat_rows(metric: str, better: str, per_col: list, ddof: int) -> list:
     """The summary rows of one metric. ``per_col``: list of sample lists (base first)."""
     mean_fn, mean_name = (hmean, "Hmean") if better == HIGHER else (amean, "Amean")
     better_diff = pdiff if better == HIGHER else pndiff
@@ -417,7 +417,7 @@ def compare(columns: list, baseline: str | None = None, ddof: int = 1, title: st
     kinds = list(dict.fromkeys(m.split("-", 1)[0] for m in seen))
     metrics = {m: seen[m] for k in kinds for m in seen if m.split("-", 1)[0] == k}
     # mmtests orders by statistic, then by metric (all Min rows, then all Amean rows, ...)
-    per_metric = {m: _stat_rows(m, better, [s.get(m, (better, []))[1] for s in samples], ddof)
+    per_metric = {m: stat_rows(m, better, [s.get(m, (better, []))[1] for s in samples], ddof)
                   for m, better in metrics.items()}
     bench_rows = []
     n_stats = len(next(iter(per_metric.values()))) if per_metric else 0

@@ -19,7 +19,7 @@ CSS = """
 body { font-family: sans-serif; margin: 1.5em auto; max-width: 1100px; color: #222; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 1px solid #ccc; }
 table.mmtests { border-collapse: collapse; margin: 1em 0; font-family: monospace; font-size: 0.85em; }
-table.mmtests caption { text-align: left; font-weight: bold; padding: 0.3em 0; }
+table.mmtests caption { text-align: left; font-weight: bold; padding: 0.3em 0; white-space: nowrap; }
 table.mmtests th, table.mmtests td { padding: 0.1em 0.6em; border-bottom: 1px solid #eee; }
 table.mmtests th { text-align: left; font-weight: normal; }
 table.mmtests thead th { font-weight: bold; text-align: right; }
