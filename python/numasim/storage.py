@@ -1,10 +1,12 @@
 """Results on disk (docs/results.md).
 
 One run is ``NAME.json``, the engine's result JSON exactly as returned (scenario,
-counters, times, time series), with two Parquet sidecars for pandas users:
-``NAME.vmstat.parquet`` (cumulative counters indexed by time_s) and
-``NAME.memory.parquet`` (resident pages per time_s, pid, node). The JSON alone is
-enough to read a result back; the sidecars are written when pyarrow is installed.
+counters, times, time series), with Parquet sidecars for pandas users:
+``NAME.vmstat.parquet`` (cumulative counters indexed by time_s),
+``NAME.memory.parquet`` (resident pages per time_s, pid, node), and, when the result has
+those series, ``NAME.tasks.parquet`` (time_s, tid, pid, cpu_node, preferred_nid) and
+``NAME.placement.parquet`` (time_s, pid, bucket, node, pages). The JSON alone is enough
+to read a result back; the sidecars are written when pyarrow is installed.
 
 A group of iterations of one configuration is a directory: ``iter-01.json``,
 ``iter-02.json``, ... (each with its sidecars) and ``scenario.toml``, the scenario
@@ -33,11 +35,36 @@ def have_parquet() -> bool:
     return True
 
 
+SIDECARS = ("vmstat", "memory", "tasks", "placement")
+
+
 def sidecar_paths(json_path) -> dict:
-    """{"vmstat": NAME.vmstat.parquet, "memory": NAME.memory.parquet} beside NAME.json."""
+    """{kind: NAME.<kind>.parquet} beside NAME.json, for vmstat, memory, tasks, placement."""
     p = Path(json_path)
     stem = p.name[:-5] if p.name.endswith(".json") else p.name
-    return {kind: p.with_name(f"{stem}.{kind}.parquet") for kind in ("vmstat", "memory")}
+    return {kind: p.with_name(f"{stem}.{kind}.parquet") for kind in SIDECARS}
+
+
+def series_frame(result: Result, kind: str):
+    """The DataFrame a sidecar holds: ``vmstat`` indexed by time_s, the others long format;
+    None when the result has no such series."""
+    import pandas as pd
+
+    if kind == "vmstat":
+        return result.vmstat
+    if kind == "memory":
+        return result.memory
+    s = result.raw.get("series", {}).get(kind)
+    if s is None:
+        return None
+    return pd.DataFrame({k: v for k, v in s.items() if isinstance(v, list)})
+
+
+def read_sidecar(json_path, kind: str):
+    """pandas.read_parquet of NAME.<kind>.parquet."""
+    import pandas as pd
+
+    return pd.read_parquet(sidecar_paths(json_path)[kind])
 
 
 def save_result(result: Result, path, parquet: bool | None = None) -> list:
@@ -51,10 +78,12 @@ def save_result(result: Result, path, parquet: bool | None = None) -> list:
     if parquet is None:
         parquet = have_parquet()
     if parquet:
-        side = sidecar_paths(path)
-        result.vmstat.to_parquet(side["vmstat"])
-        result.memory.to_parquet(side["memory"], index=False)
-        written += [side["vmstat"], side["memory"]]
+        for kind, side in sidecar_paths(path).items():
+            df = series_frame(result, kind)
+            if df is None:
+                continue
+            df.to_parquet(side, index=(kind == "vmstat"))
+            written.append(side)
     return written
 
 
