@@ -137,8 +137,7 @@ def _node_cmap(nodes: int):
     from matplotlib.colors import BoundaryNorm, ListedColormap
 
     base = plt.get_cmap("tab10").colors
-    cmap = ListedColormap([base[i % len(base)] for i in range(max(1, nodes))])
-    cmap.set_bad("#f0f0f0")
+    cmap = ListedColormap([base[i % len(base)] for i in range(max(1, nodes))]).with_extremes(bad="#f0f0f0")
     return cmap, BoundaryNorm([i - 0.5 for i in range(max(1, nodes) + 1)], cmap.N)
 
 
