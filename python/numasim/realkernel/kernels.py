@@ -180,6 +180,14 @@ def fetch_kernel(name: str, log=None, root: Path | None = None) -> dict:
     log = log or (lambda msg: None)
     if shutil.which("dpkg") is None:
         raise RealKernelError("dpkg is not available (needed to unpack the kernel package)")
+    try:
+        return _download(kc, kdir, meta, root, log)
+    except RealKernelError as exc:
+        raise RealKernelError(f"could not download kernel {kc.name} ({', '.join(s for _, s in kc.suites)}): "
+                              f"{exc.msg}") from None
+
+
+def _download(kc: KernelChoice, kdir: Path, meta: Path, root: Path, log) -> dict:
     apt = Apt(kc, root, log)
     apt.setup()
     apt.update()
@@ -200,6 +208,7 @@ def fetch_kernel(name: str, log=None, root: Path | None = None) -> dict:
             shutil.copyfile(vmlinuz, dest)
             release = vmlinuz.name.replace("vmlinuz-", "") if vmlinuz.name.startswith("vmlinuz-") else vmlinuz.parent.name
             shutil.rmtree(kdir / "tree", ignore_errors=True)
+            shutil.rmtree(debs, ignore_errors=True)  # only vmlinuz is kept
             info = {"vmlinuz": str(dest), "package": pkg, "version": version, "release": release}
             meta.write_text("".join(f"{k}={v}\n" for k, v in info.items()))
             log(f"kernel {kc.name}: {pkg} {version} ({release})")

@@ -124,3 +124,18 @@ def register(subparsers) -> None:
     sp.add_argument("--strict", action="store_true", help="exit 1 when a checked metric is outside ±25%%")
     sp.add_argument("--quiet", "-q", action="store_true", help="no progress messages")
     sp.set_defaults(func=cmd_validate)
+    register_hostrun(subparsers)
+
+
+def register_hostrun(subparsers) -> None:
+    from numasim.realkernel.host import cmd_hostrun
+
+    sp = subparsers.add_parser("hostrun", help="run a scenario's workloads on this (NUMA) host's kernel; same result format")
+    sp.add_argument("scenario", help="scenario TOML file")
+    sp.add_argument("--set", action="append", metavar="KEY=VALUE", help="scenario override (repeatable)")
+    sp.add_argument("--save", metavar="PATH", help="write the result JSON to PATH")
+    sp.add_argument("--json", action="store_true", help="print the result JSON")
+    sp.add_argument("--timeout", type=float, metavar="S", help="time limit in seconds")
+    sp.add_argument("--no-settings", action="store_true",
+                    help="leave numa_balancing, the scan tunables and THP as they are")
+    sp.set_defaults(func=cmd_hostrun)

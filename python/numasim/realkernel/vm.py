@@ -28,6 +28,7 @@ QEMU = "qemu-system-x86_64"
 BUSYBOX_PATHS = ("/bin/busybox", "/usr/bin/busybox")
 SETUP_HINT = "install the system packages with `make system-deps` (system-packages.txt)"
 REPO = Path(__file__).resolve().parents[3]
+BOOT_ATTEMPTS = 3
 
 INIT = r"""#!/bin/sh
 # numasim real-kernel guest init: settings from /config, then `numaw run`, then power off.
@@ -239,15 +240,25 @@ def run_vm(resolved: dict, kernel: str = "6.12", *, timeout_s: float | None = No
     (workdir / "qemu.cmd").write_text(" ".join(cmd) + "\n")
     log(f"booting {info.get('release')} ({topo['nodes']} nodes x {topo['cpus_per_node']} CPUs, TCG), "
         f"time limit {timeout_s:.0f} s")
-    text, wall = boot(cmd, workdir / "console.log", timeout_s, log)
-    parsed = parse_console(text)
+    # MTTCG occasionally breaks the kernel's live code patching during boot (an "Oops: int3" in
+    # a timer interrupt before init runs): such a boot is retried; a panic after init is an error.
+    retries = []
+    for attempt in range(BOOT_ATTEMPTS):
+        text, wall = boot(cmd, workdir / "console.log", timeout_s, log)
+        parsed = parse_console(text)
+        if not (parsed["panic"] and parsed["begin"] is None) or attempt == BOOT_ATTEMPTS - 1:
+            break
+        retries.append(parsed["panic"])
+        (workdir / f"console.boot{attempt + 1}-panic.log").write_text(text)
+        log(f"the guest panicked while booting ({parsed['panic'].strip()}); booting again")
     if parsed["done"] is None and parsed["end"] is None and parsed["panic"] is None:
         tail = " | ".join(text.strip().splitlines()[-3:])
         raise RealKernelError(f"the guest stopped without finishing the run; console {workdir / 'console.log'}: {tail}")
     source = {"kind": "qemu", "kernel": info.get("release"), "package": info.get("package"),
               "package_version": info.get("version"), "kernel_choice": kernel, "accel": "tcg",
               "qemu": qv, "wall_s": round(wall, 3), "boot_uptime_s": parsed["boot"].get("uptime"),
-              "warnings": parsed["warnings"], "console": str(workdir / "console.log")}
+              "warnings": parsed["warnings"], "boot_panics_retried": retries,
+              "console": str(workdir / "console.log")}
     try:
         return build_result(parsed, resolved, source)
     except RealKernelError as exc:
