@@ -102,10 +102,13 @@ def test_missing_series_are_skipped_with_a_reason(tmp_path):
 
 
 def test_cli_plot(tmp_path, result):
-    storage.save_iterations([result, result], tmp_path / "on")
-    p = numasim_cli("plot", tmp_path / "on", "--out", tmp_path / "img")
+    storage.save_iterations([result, result], tmp_path / "on" / "numa02")
+    storage.save_result(fake_result(kind="numa01"), tmp_path / "on" / "numa01" / "iter-01.json")
+    p = numasim_cli("plot", tmp_path / "on" / "numa02", tmp_path / "on", "--out", tmp_path / "img")
     assert p.returncode == 0, p.stderr
     names = sorted(x.name for x in (tmp_path / "img").iterdir())
-    assert names == sorted(f"on-NUMA02-{k}.{e}" for k in ("memory", "rates", "tasks", "placement")
-                           for e in ("png", "svg"))
-    assert "memory: " in p.stdout
+    want = [f"numa02-{k}" for k in ("memory", "rates", "tasks", "placement")]  # one test: the group's name
+    want += [f"on-NUMA02-{k}" for k in ("memory", "rates", "tasks", "placement")]  # several: + the test
+    want += ["on-NUMA01-memory", "on-NUMA01-rates"]  # a fake result without tasks/placement
+    assert names == sorted(f"{w}.{e}" for w in want for e in ("png", "svg"))
+    assert "memory: " in p.stdout and "tasks: skipped" in p.stderr

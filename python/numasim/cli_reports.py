@@ -113,13 +113,14 @@ def cmd_plot(args) -> int:
     out = Path(args.out)
     for spec in args.results:
         col = storage.load_columns([spec])[0]
+        labels = list(dict.fromkeys(test_label(r) for r in col.results))
         seen = set()
         for src, r in zip(col.sources, col.results):
             label = test_label(r)
             if label in seen:  # a group: the first run of each test
                 continue
             seen.add(label)
-            name = col.name if len(col.results) == 1 else f"{col.name}-{label}"
+            name = col.name if len(labels) == 1 else f"{col.name}-{label}"
             written, skipped = plot_result(r, out, name)
             for plot, paths in written.items():
                 print(f"{plot}: " + ", ".join(str(p) for p in paths))
