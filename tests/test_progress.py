@@ -69,3 +69,11 @@ def test_run_calls_progress_and_the_result_is_unchanged():
     out = io.StringIO()
     numasim.run(SMALL_NUMA02, progress=Progress(stream=out, max_rate=0))
     assert "sim " in out.getvalue() and "events" in out.getvalue()
+
+
+def test_a_broken_stream_does_not_stop_the_run():
+    out = io.StringIO()
+    out.close()  # writing raises ValueError
+    bar = Progress(stream=out, max_rate=0)
+    r = numasim.run(SMALL_NUMA02, progress=bar)
+    assert r.completed and bar.updates == 0

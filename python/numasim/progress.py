@@ -73,8 +73,12 @@ class Progress:
 
     def _draw(self, text: str) -> None:
         pad = " " * max(0, self.last_len - len(text))
-        self.stream.write("\r" + text + pad)
-        self.stream.flush()
+        try:
+            self.stream.write("\r" + text + pad)
+            self.stream.flush()
+        except (OSError, ValueError):  # a closed or broken stream must not stop the run
+            self.min_interval = float("inf")
+            return
         self.last_len = len(text)
         self.updates += 1
 
