@@ -42,4 +42,7 @@ fn main() {
             println!("  {n:32} {v}");
         }
     }
+    for (pid, vcpus, passes, st) in &r.kvm {
+        println!("  kvm {pid} ({vcpus} vCPUs, {passes:.2} scan passes): {}", serde_json::to_string(st).unwrap_or_default());
+    }
 }

@@ -29,6 +29,10 @@ pub struct CostProfile {
     pub ipi_receive_ns: f64,
     pub tlb_flush_local_all_ns: f64,
     pub tlb_flush_local_one_ns: f64,
+    /// A vCPU's VM exit and re-entry (the kick of a KVM remote TLB flush), ns.
+    pub vm_exit_ns: f64,
+    /// An EPT violation resolved by KVM beyond the exit: GUP of the host page, SPTE install, ns.
+    pub ept_violation_ns: f64,
 }
 
 impl CostProfile {

@@ -57,12 +57,16 @@ features! {
         "the batched unmap skips the deferred flush when the PTE is not accessible"),
     NumaMthp = ("numa-mthp", "6.10", "", "001", true, true,
         "NUMA balancing scans and migrates PTE-mapped multi-size THP"),
-    NumaSkipPinned = ("numa-skip-pinned", "", "", "004 (patch 2/3, RFC 2023)", false, false,
-        "change_prot_numa leaves maybe-DMA-pinned pages accessible"),
-    MmuNotifierRangeNuma = ("mmu-notifier-range-numa", "", "", "004 (patch 1/3, RFC 2023)", false, false,
+    NumaSkipCowRefcount = ("numa-skip-cow-refcount", "4.19", "", "859d4adc3415 (spec 1.7 rule 3)", true, true,
+        "in a COW mapping the scanner skips folios with extra references (page_count != 1: DMA-pinned or shared)"),
+    MmuNotifierPud = ("mmu-notifier-pud", "6.12", "", "spec 1.7 (mm/mprotect: push mmu notifier to PUDs)", true, true,
+        "change_protection issues one MMU-notifier invalidation per 512 GiB region instead of per 1 GiB"),
+    NumaSkipPinned = ("numa-skip-pinned", "", "", "004 (patch 2/3, RFC 2023)", true, false,
+        "change_prot_numa leaves maybe-DMA-pinned pages and THPs accessible, in any mapping"),
+    MmuNotifierRangeNuma = ("mmu-notifier-range-numa", "", "", "004 (patch 1/3, RFC 2023)", true, false,
         "MMU_NOTIFIER_RANGE_NUMA flag on NUMA-purpose invalidations"),
-    KvmSkipPinnedZap = ("kvm-skip-pinned-zap", "", "", "004 (patch 3/3, RFC 2023)", false, false,
-        "KVM keeps SPTEs of maybe-pinned pages on NUMA invalidations"),
+    KvmSkipPinnedZap = ("kvm-skip-pinned-zap", "", "", "004 (patch 3/3, RFC 2023)", true, false,
+        "KVM keeps SPTEs of maybe-pinned pages on NUMA invalidations (needs mmu-notifier-range-numa)"),
 }
 
 impl Feature {

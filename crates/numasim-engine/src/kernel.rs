@@ -58,6 +58,10 @@ pub struct Kernel {
     pub oom: Option<String>,
     /// Random-access distributions of pmbench-like processes.
     pub samplers: Vec<crate::workload::random::AccessSampler>,
+    /// KVM VMs (their QEMU processes are ordinary mms).
+    pub kvms: Vec<crate::kvm::Vm>,
+    /// Per sampler, the threads in its random-access loop on a CPU this tick (they run at once).
+    pub sampler_threads: Vec<Vec<usize>>,
     /// numa_groups ever created (a freed group stays, empty).
     pub numa_groups: Vec<crate::sched::numa::group::NumaGroup>,
     /// NUMA task moves decided this tick, applied at its end.
@@ -92,6 +96,8 @@ impl Kernel {
             displaced: Vec::new(),
             oom: None,
             samplers: Vec::new(),
+            kvms: Vec::new(),
+            sampler_threads: Vec::new(),
             numa_groups: Vec::new(),
             numa_moves: Vec::new(),
             fragmentation: s.machine.fragmentation,

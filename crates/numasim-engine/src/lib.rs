@@ -10,6 +10,7 @@ pub mod features;
 pub mod invariants;
 pub mod kernel;
 pub mod kernels;
+pub mod kvm;
 pub mod membw;
 pub mod mm;
 pub mod result;

@@ -137,6 +137,8 @@ pub struct RunResult {
     /// Per mTHP size (hugepages-<size>kB/stats): (size name, anon_fault_alloc, anon_fault_fallback).
     pub mthp: Vec<(String, u64, u64)>,
     pub folios: FolioMigrations,
+    /// Per VM: (QEMU pid, vCPUs, scan passes over guest RAM, KVM counters).
+    pub kvm: Vec<(u32, usize, f64, crate::kvm::KvmStats)>,
 }
 
 /// How often NUMA balancing moved each large folio it moved (false sharing makes folios ping-pong).
@@ -249,6 +251,7 @@ impl RunResult {
                 .map(|o| (crate::mm::huge_memory::size_name(o), k.mthp_stats[o as usize][0], k.mthp_stats[o as usize][1]))
                 .collect(),
             folios: FolioMigrations::collect(k),
+            kvm: k.kvms.iter().map(|v| (k.mms[v.mm].tgid, v.vcpus.len(), v.scan_passes(k), v.stats.clone())).collect(),
         }
     }
 
@@ -314,6 +317,7 @@ impl RunResult {
             "mthp": self.mthp.iter().map(|(size, a, f)| (format!("hugepages-{size}"), json!({"anon_fault_alloc": a, "anon_fault_fallback": f}))).collect::<Map<String, Value>>(),
             "folio_migrations": {"folios": self.folios.folios, "migrations": self.folios.migrations, "max": self.folios.max,
                                  "hist_min": (0..self.folios.hist.len()).map(|b| 1u64 << b).collect::<Vec<_>>(), "hist": self.folios.hist},
+            "kvm": self.kvm.iter().map(|(pid, vcpus, passes, st)| json!({"pid": pid, "vcpus": vcpus, "scan_passes": passes, "stats": st})).collect::<Vec<_>>(),
             "sim": {"ticks": self.ticks, "nr_cpus": self.nr_cpus, "nr_nodes": self.nr_nodes,
                     "events": {"pte_updates": self.events.0, "hint_faults": self.events.1, "migrations": self.events.2}},
         })

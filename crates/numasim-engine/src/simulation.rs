@@ -81,6 +81,7 @@ impl Simulation {
             k.switch_mm(cpu, next);
         }
         k.update_page_costs();
+        k.collect_sampler_threads();
         for cpu in 0..k.cpus.len() {
             if let Some(t) = k.cpus[cpu].curr() {
                 let used = k.run_task(t);

@@ -96,8 +96,9 @@ impl Kernel {
     /// Protect one chunk for NUMA hinting; one TLB flush for the whole call. Returns (pages, sys ns).
     // mm/mempolicy.c: change_prot_numa
     pub fn change_prot_numa(&mut self, t: usize, vma: usize, start: u64, end: u64) -> (u64, f64) {
+        let notify = self.mmu_notifier_prot_numa(t, vma, start, end);
         let (changed, walked) = self.change_protection_prot_numa(t, vma, start, end);
-        let mut cost = (changed + walked) as f64 * self.cost.pte_update_ns;
+        let mut cost = notify + (changed + walked) as f64 * self.cost.pte_update_ns;
         if changed > 0 {
             self.count(crate::vmstat::VmEvent::NumaPteUpdates, changed);
             self.events.pte_updates += changed;

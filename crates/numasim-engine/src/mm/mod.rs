@@ -4,6 +4,7 @@ pub mod huge_memory;
 pub mod memory;
 pub mod mempolicy;
 pub mod migrate;
+pub mod mmu_notifier;
 pub mod mprotect;
 pub mod page_alloc;
 pub mod pgtable;

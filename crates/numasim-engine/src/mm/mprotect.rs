@@ -3,7 +3,7 @@
 use crate::features::Feature;
 use crate::kernel::Kernel;
 use crate::mm::pgtable::{PageTable, BLOCK_PAGES};
-use crate::mm::types::VM_SHARED;
+use crate::mm::types::{VM_SHARED, VM_WRITE};
 use crate::vmstat::VmEvent;
 
 impl Kernel {
@@ -16,6 +16,11 @@ impl Kernel {
         let private = self.mms[mm].vmas[vma].flags & VM_SHARED == 0;
         let target = (private && self.mms[mm].users == 1).then(|| self.task_node(t) as u8);
         let mthp = self.feature(Feature::NumaMthp);
+        // is_cow_mapping: private and may be written
+        let cow = private && self.mms[mm].vmas[vma].flags & VM_WRITE != 0;
+        let skip_refs = cow && self.feature(Feature::NumaSkipCowRefcount);
+        let skip_pinned = self.feature(Feature::NumaSkipPinned);
+        let any_pins = !self.mms[mm].io_pins.is_empty() || !self.mms[mm].longterm_pins.is_empty();
         let sampled = self.mms[mm].sampler.is_some();
         let mut protected: Vec<(u64, u64)> = Vec::new();
         let (mut changed, mut walked, mut huge) = (0, 0, 0);
@@ -30,9 +35,14 @@ impl Kernel {
                 continue;
             }
             if k.pmd {
-                // change_huge_pmd: none of the PTE path's skips apply to a THP PMD
-                let pt = &mut self.mms[mm].vmas[vma].pt;
+                // change_huge_pmd: none of the PTE path's skips apply to a THP PMD, except the
+                // RFC's pinned check (seed 004, patch 2/3)
                 let head = b as u64 * BLOCK_PAGES;
+                if skip_pinned && any_pins && self.folio_maybe_dma_pinned(mm, vma, head, BLOCK_PAGES) {
+                    i = bend;
+                    continue;
+                }
+                let pt = &mut self.mms[mm].vmas[vma].pt;
                 for p in head..head + BLOCK_PAGES {
                     pt.make_protnone(p);
                 }
@@ -54,6 +64,12 @@ impl Kernel {
                     continue;
                 }
                 if nr > 1 && private && self.prot_numa_skip_large(mm, vma, head, nr, mthp) {
+                    p = (head + nr).min(bend);
+                    continue;
+                }
+                // a pinned folio: page_count != 1 in a COW mapping (v4.19+), or in any mapping
+                // with the RFC's patch
+                if any_pins && (skip_refs || skip_pinned) && self.folio_maybe_dma_pinned(mm, vma, head, nr) {
                     p = (head + nr).min(bend);
                     continue;
                 }

@@ -28,10 +28,11 @@ impl Kernel {
     pub fn try_to_migrate_one(&mut self, p: PageRef, cpu: usize, mut batch: Option<&mut TlbBatch>) -> f64 {
         let pt = &self.mms[p.mm].vmas[p.vma].pt;
         let (head, nr) = pt.folio(p.idx);
-        if pt.pmd_mapped(p.idx) {
-            return self.flush_tlb_mm_range(p.mm, cpu, 1);
+        let pmd = pt.pmd_mapped(p.idx);
+        let mut cost = if self.kvms.is_empty() { 0.0 } else { self.mmu_notifier_clear(p.mm, p.vma, head, nr, cpu) };
+        if pmd {
+            return cost + self.flush_tlb_mm_range(p.mm, cpu, 1);
         }
-        let mut cost = 0.0;
         for idx in head..head + nr {
             cost += self.try_to_migrate_pte(PageRef { idx, ..p }, cpu, batch.as_deref_mut());
         }

@@ -65,6 +65,8 @@ pub struct Mm {
     pub sampler: Option<usize>,
     /// Pages pinned for direct I/O (pin_user_pages): (task, vma, first page, pages).
     pub io_pins: Vec<(usize, usize, u64, u64)>,
+    /// Long-term pins (FOLL_LONGTERM, e.g. VFIO): (vma, first page, pages), held until exit.
+    pub longterm_pins: Vec<(usize, u64, u64)>,
 }
 
 impl Mm {
@@ -83,6 +85,7 @@ impl Mm {
             next_trim_cpumask: 0,
             sampler: None,
             io_pins: Vec::new(),
+            longterm_pins: Vec::new(),
         }
     }
 

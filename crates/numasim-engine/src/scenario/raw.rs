@@ -108,6 +108,9 @@ pub struct RawWorkload {
     pub touch_node: Option<i64>,
     pub run_node: Option<i64>,
     pub madvise: Option<String>,
+    pub vcpus: Option<i64>,
+    pub memory_mib: Option<i64>,
+    pub pinned_fraction: Option<f64>,
 }
 
 impl RawWorkload {
@@ -144,6 +147,9 @@ impl RawWorkload {
             ("touch_node", self.touch_node.is_some()),
             ("run_node", self.run_node.is_some()),
             ("madvise", self.madvise.is_some()),
+            ("vcpus", self.vcpus.is_some()),
+            ("memory_mib", self.memory_mib.is_some()),
+            ("pinned_fraction", self.pinned_fraction.is_some()),
         ];
         keys.iter().filter(|k| k.1).map(|k| k.0).collect()
     }

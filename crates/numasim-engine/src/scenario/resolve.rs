@@ -231,6 +231,8 @@ fn check_cost(c: &crate::cost::CostProfile, nodes: usize, p: &mut Problems) {
         ("ipi_receive_ns", c.ipi_receive_ns),
         ("tlb_flush_local_all_ns", c.tlb_flush_local_all_ns),
         ("tlb_flush_local_one_ns", c.tlb_flush_local_one_ns),
+        ("vm_exit_ns", c.vm_exit_ns),
+        ("ept_violation_ns", c.ept_violation_ns),
     ];
     for (name, v) in non_negative {
         if !(v >= 0.0 && v.is_finite()) {
@@ -282,6 +284,11 @@ fn resolve_kernel(raw: Option<RawKernel>, p: &mut Problems) -> KernelConfig {
             }
             Some(i) => features.0[i] = on,
         }
+    }
+    use crate::features::Feature::{KvmSkipPinnedZap, MmuNotifierRangeNuma};
+    if features.on(KvmSkipPinnedZap) && !features.on(MmuNotifierRangeNuma) {
+        // KVM can only tell NUMA invalidations apart by the RFC's notifier flag (patch 1/3)
+        p.push(ScenarioProblem::new("kernel.features.kvm-skip-pinned-zap", "invalid_value", "kvm-skip-pinned-zap needs mmu-notifier-range-numa = true".to_string()));
     }
     let thp = resolve_thp(raw.thp, p);
     KernelConfig { version: raw.version, numa_balancing: raw.numa_balancing.unwrap_or(true), hz: hz.clamp(100, 1000) as u32, sysctl, features, thp }
@@ -406,9 +413,10 @@ mod tests {
     }
 
     #[test]
-    fn unmodelled_features_cannot_be_flipped() {
-        let p = problems("[kernel.features]\nnuma-skip-pinned = true\n[[workload]]\nkind = \"numa02\"\n");
-        assert_eq!(p[0].kind, "not_modelled");
+    fn unknown_and_inconsistent_features_are_refused() {
+        let p = problems("[kernel.features]\nkvm-skip-pinned-zap = true\n[[workload]]\nkind = \"numa02\"\n");
+        assert_eq!((p[0].kind.as_str(), p[0].loc.as_str()), ("invalid_value", "kernel.features.kvm-skip-pinned-zap"));
+        assert!(parse_scenario("[kernel.features]\nkvm-skip-pinned-zap = true\nmmu-notifier-range-numa = true\n[[workload]]\nkind = \"numa02\"\n").is_ok());
         let p = problems("[kernel.features]\nno-such-thing = true\n[[workload]]\nkind = \"numa02\"\n");
         assert_eq!(p[0].kind, "unknown_key");
         assert!(parse_scenario("[kernel.features]\nnuma-delay-map = false\n[[workload]]\nkind = \"numa02\"\n").is_ok());

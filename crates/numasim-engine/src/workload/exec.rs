@@ -167,6 +167,11 @@ impl Kernel {
                         self.tasks[t].pc += 1;
                     }
                 }
+                Op::PinLongterm { vma, first, npages } => {
+                    let mm = self.tasks[t].mm;
+                    self.mms[mm].longterm_pins.push((vma, first, npages));
+                    self.tasks[t].pc += 1;
+                }
                 Op::DirectIo { pages, ns } => {
                     self.tasks[t].pc += 1;
                     self.direct_io_read(t, pages);

@@ -2,6 +2,7 @@
 
 pub mod autonuma;
 pub mod exec;
+pub mod kvm_guest;
 pub mod memhog;
 pub mod migratepages;
 pub mod pmbench;
@@ -46,6 +47,8 @@ pub enum Op {
     /// A direct-I/O read into `pages` pages of the process's sampled VMA: the pages stay pinned
     /// while the task sleeps `ns` waiting for the device.
     DirectIo { pages: u64, ns: u64 },
+    /// pin_user_pages(FOLL_LONGTERM) of pages [first, first + npages) of VMA `vma`, until exit.
+    PinLongterm { vma: usize, first: u64, npages: u64 },
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -58,6 +61,7 @@ pub enum WorkloadSpec {
     MovePages(migratepages::MovePagesSpec),
     XfsRepair(xfsrepair::XfsRepairSpec),
     RemoteToucher(remote_toucher::RemoteToucherSpec),
+    KvmGuest(kvm_guest::KvmGuestSpec),
 }
 
 impl WorkloadSpec {
@@ -70,6 +74,7 @@ impl WorkloadSpec {
             WorkloadSpec::Pmbench(p) => p.footprint_pages(),
             WorkloadSpec::XfsRepair(x) => x.cache_mib * 256,
             WorkloadSpec::RemoteToucher(r) => r.size_mib * 256,
+            WorkloadSpec::KvmGuest(g) => g.footprint_pages(),
         }
     }
 
@@ -77,7 +82,7 @@ impl WorkloadSpec {
     /// random-access workloads the weight (8 B), event generation (1 B) and heap entry (24 B).
     pub fn host_bytes_per_page(&self) -> u64 {
         match self {
-            WorkloadSpec::Pmbench(_) | WorkloadSpec::XfsRepair(_) => 7 + 8 + 1 + 24,
+            WorkloadSpec::Pmbench(_) | WorkloadSpec::XfsRepair(_) | WorkloadSpec::KvmGuest(_) => 7 + 8 + 1 + 24,
             _ => 7,
         }
     }
@@ -92,6 +97,7 @@ impl WorkloadSpec {
             WorkloadSpec::Pmbench(p) => p.build(k, index, rng),
             WorkloadSpec::XfsRepair(x) => x.build(k, index, rng),
             WorkloadSpec::RemoteToucher(r) => r.build(k, index),
+            WorkloadSpec::KvmGuest(g) => g.build(k, index, rng),
         }
     }
 }
@@ -107,10 +113,11 @@ pub fn resolve(w: &RawWorkload, i: usize, nr_workloads: usize, topo: &Topology, 
         "move_pages" => migratepages::MovePagesSpec::resolve(w, i, nr_workloads, topo, p).map(WorkloadSpec::MovePages),
         "pmbench" => pmbench::PmbenchSpec::resolve(w, i, topo, p).map(WorkloadSpec::Pmbench),
         "xfs_repair" => xfsrepair::XfsRepairSpec::resolve(w, i, p).map(WorkloadSpec::XfsRepair),
+        "kvm_guest" => kvm_guest::KvmGuestSpec::resolve(w, i, topo, p).map(WorkloadSpec::KvmGuest),
         "remote_toucher" => remote_toucher::RemoteToucherSpec::resolve(w, i, topo, p).map(WorkloadSpec::RemoteToucher),
         _ => {
             let mut kinds: Vec<&str> = autonuma::KINDS.to_vec();
-            kinds.extend(["memory_eater", "migratepages", "move_pages", "pmbench", "remote_toucher", "xfs_repair"]);
+            kinds.extend(["kvm_guest", "memory_eater", "migratepages", "move_pages", "pmbench", "remote_toucher", "xfs_repair"]);
             p.push(ScenarioProblem::new(format!("workload[{i}].kind"), "invalid_value", format!("unknown workload kind `{}`, expected one of {}", w.kind, kinds.join(", "))));
             None
         }

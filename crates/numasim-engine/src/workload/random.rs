@@ -10,6 +10,7 @@
 use crate::kernel::Kernel;
 use crate::sim::rng::Rng;
 use crate::topology::MAX_NODES;
+use crate::workload::Op;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 
@@ -181,6 +182,9 @@ pub struct AccessSampler {
     /// Generation of each page's latest event: an older event for the page is stale.
     generation: Vec<u8>,
     rng: Rng,
+    /// The VM (index in `Kernel::kvms`) whose vCPUs make these accesses through its secondary
+    /// MMU: a page needs a fault when its SPTE is gone, whatever the host PTE says.
+    pub kvm: Option<usize>,
 }
 
 impl AccessSampler {
@@ -200,6 +204,7 @@ impl AccessSampler {
             heap: Calendar::default(),
             generation: vec![1; n],
             rng,
+            kvm: None,
         };
         for k in 0..n as u64 {
             if let Some(at) = s.draw(k, false) {
@@ -330,7 +335,7 @@ impl Kernel {
 
     /// The page's next access (or next write) needs a fault: draw when it comes.
     pub fn sampler_needs_fault(&mut self, mm: usize, vma: usize, idx: u64, write_only: bool) {
-        if let Some(s) = self.sampler_of(mm, vma) {
+        if let Some(s) = self.sampler_of(mm, vma).filter(|&s| self.samplers[s].kvm.is_none()) {
             if (idx as usize) < self.samplers[s].weight.len() {
                 self.samplers[s].schedule(idx, write_only);
             }
@@ -344,7 +349,7 @@ impl Kernel {
         if n == 1 {
             return self.sampler_needs_fault(mm, vma, first, write_only);
         }
-        if let Some(s) = self.sampler_of(mm, vma) {
+        if let Some(s) = self.sampler_of(mm, vma).filter(|&s| self.samplers[s].kvm.is_none()) {
             let smp = &mut self.samplers[s];
             let lo = (first as usize).min(smp.weight.len());
             let hi = ((first + n) as usize).min(smp.weight.len());
@@ -352,6 +357,20 @@ impl Kernel {
                 let p: f64 = smp.weight[lo..hi].iter().sum();
                 smp.schedule_with(first, p, write_only);
             }
+        }
+    }
+
+    /// A guest's SPTEs of [first, first + n) were zapped: the next access to any of them takes an
+    /// EPT violation (one event for a huge SPTE).
+    pub fn sampler_refault(&mut self, s: usize, first: u64, n: u64) {
+        let smp = &mut self.samplers[s];
+        let lo = (first as usize).min(smp.weight.len());
+        let hi = ((first + n) as usize).min(smp.weight.len());
+        if n == 1 && lo < hi {
+            smp.schedule(first, false);
+        } else if lo < hi {
+            let p: f64 = smp.weight[lo..hi].iter().sum();
+            smp.schedule_with(first, p, false);
         }
     }
 
@@ -437,6 +456,33 @@ impl Kernel {
         }
     }
 
+    /// Threads of each sampler's process that are on a CPU in their random-access loop.
+    pub fn collect_sampler_threads(&mut self) {
+        let mut v = std::mem::take(&mut self.sampler_threads);
+        v.iter_mut().for_each(|x| x.clear());
+        v.resize(self.samplers.len(), Vec::new());
+        for c in 0..self.cpus.len() {
+            if let Some(t) = self.cpus[c].curr() {
+                if let Some(Op::RandomAccess { sampler, .. }) = self.tasks[t].program.get(self.tasks[t].pc) {
+                    v[*sampler].push(t);
+                }
+            }
+        }
+        self.sampler_threads = v;
+    }
+
+    /// The thread whose access hits a page event. The threads of a tick run one after another
+    /// here but at the same time on the machine: the access is any running thread's, not the
+    /// first one's to reach the event (which would take every fault of a freshly protected range).
+    fn faulting_thread(&mut self, t: usize, s: usize) -> usize {
+        let n = self.sampler_threads.get(s).map_or(0, |v| v.len());
+        if n <= 1 {
+            return t;
+        }
+        let i = (self.samplers[s].rng_next() % n as u64) as usize;
+        self.sampler_threads[s][i]
+    }
+
     /// Mean ns per access for a task on `node` over the populated pages.
     fn mean_access_ns(&self, s: usize, node: usize) -> f64 {
         let smp = &self.samplers[s];
@@ -466,11 +512,17 @@ impl Kernel {
             if until <= can {
                 *b -= n * cost;
                 if let Some((k, write_only)) = self.samplers[s].pop() {
-                    let (before, debt) = (*b, self.tasks[t].sys_debt_ns);
-                    self.access_fault(t, s, k, write_only, b);
+                    let u = self.faulting_thread(t, s);
+                    let sys = self.tasks[u].sys_ns;
+                    if u == t {
+                        self.access_fault(t, s, k, write_only, b);
+                    } else {
+                        // another thread's fault: its time is taken from that thread's CPU
+                        self.access_fault(u, s, k, write_only, &mut 0.0);
+                    }
                     if timed {
                         // the faulting access takes the fault's time on top of the access
-                        let fault = (before - *b) + (self.tasks[t].sys_debt_ns - debt);
+                        let fault = self.tasks[u].sys_ns - sys;
                         self.samplers[s].latency_hist[latency_bucket(fault + self.cost.latency_ns[node][node])] += 1.0;
                     }
                 }
@@ -500,6 +552,10 @@ impl Kernel {
     /// The first access to page `k` since it needed a fault.
     // mm/memory.c: handle_pte_fault dispatch
     fn access_fault(&mut self, t: usize, s: usize, k: u64, write_only: bool, b: &mut f64) {
+        if let Some(vm) = self.samplers[s].kvm {
+            let c = self.kvm_tdp_page_fault(t, vm, k);
+            return self.charge_sys(t, c, b);
+        }
         let (mm, vma) = (self.samplers[s].mm, self.samplers[s].vma);
         let pt = &self.mms[mm].vmas[vma].pt;
         let cost = if !pt.populated(k) {
