@@ -30,15 +30,17 @@ def _pct(x) -> str:
 
 def lines_of(res) -> list:
     """[(metric, column, simulated, reference, rel_error, tolerance, verdict)] of one
-    ExperimentResult: a line per referenced (metric, column), and a line per check that has
-    no reference. Plain measurements (no reference, no check) are left out."""
+    ExperimentResult: a line per referenced (metric, column), and a line per column of a
+    check that has no reference; a row's tolerance and verdict are on its first line. Plain
+    measurements (no reference, no check) are left out."""
     out = []
     for r in res.rows:
         verdict = ("ok" if r.ok else "FAIL") if r.check else ""
         if r.reference:
             err = r.rel_error()
-            for c, ref in r.reference.items():
-                out.append((r.metric, c, r.values.get(c), ref, err.get(c), r.check, verdict))
+            for i, (c, ref) in enumerate(r.reference.items()):  # the row's check once, on its first line
+                out.append((r.metric, c, r.values.get(c), ref, err.get(c),
+                            r.check if i == 0 else "", verdict if i == 0 else ""))
         elif r.check:
             cols = [c for c in res.columns if c in r.values] or [""]
             for i, c in enumerate(cols):
