@@ -56,7 +56,7 @@ static void *worker(void *arg)
 static void run_threads(struct worker *ws, int n)
 {
 	for (int i = 0; i < n; i++)
-		if (pthread_create(&ws[i].tid, NULL, worker, &ws[i]))
+		if (pthread_create(&ws[i].tid, thread_attr(), worker, &ws[i]))
 			die("pthread_create: %s", strerror(errno));
 	for (int i = 0; i < n; i++)
 		pthread_join(ws[i].tid, NULL);

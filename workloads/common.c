@@ -2,6 +2,7 @@
 #include "nsw.h"
 
 #include <ctype.h>
+#include <pthread.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -77,6 +78,10 @@ void args_done(struct args *a, const char *kind)
 	for (int i = 0; i < a->n; i++)
 		if (!a->used[i])
 			die("%s: unknown parameter %s", kind, a->key[i]);
+	if (getenv("NSW_CHECK_ARGS")) { /* tests: the parameters are accepted, do nothing */
+		emit("args ok kind=%s n=%d", kind, a->n);
+		exit(0);
+	}
 }
 
 static void vemit(const char *pre, const char *fmt, va_list ap)
@@ -290,6 +295,18 @@ void *map_buffer(size_t bytes, const char *madvise_mode)
 	return a;
 }
 
+const pthread_attr_t *thread_attr(void)
+{
+	static pthread_attr_t attr;
+	static int ready;
+	if (!ready) {
+		pthread_attr_init(&attr);
+		pthread_attr_setstacksize(&attr, THREAD_STACK);
+		ready = 1;
+	}
+	return &attr;
+}
+
 void write_pages(char *p, size_t bytes)
 {
 	memset(p, 0, bytes);
@@ -312,8 +329,13 @@ long vmstat_get(const char *text, const char *name)
 
 long tlb_interrupts(long *per_cpu, int max, int *ncpu)
 {
+	return tlb_interrupts_file("/proc/interrupts", per_cpu, max, ncpu);
+}
+
+long tlb_interrupts_file(const char *path, long *per_cpu, int max, int *ncpu)
+{
 	static char buf[1 << 17];
-	if (read_file("/proc/interrupts", buf, sizeof(buf)) <= 0)
+	if (read_file(path, buf, sizeof(buf)) <= 0)
 		return -1;
 	char *line = buf;
 	while (line && *line) {

@@ -34,6 +34,17 @@ int main(int argc, char **argv)
 		return main_migratepages(argc - 2, argv + 2);
 	if (!strcmp(kind, "move_pages"))
 		return main_move_pages(argc - 2, argv + 2);
+	if (!strcmp(kind, "tlb")) { /* numaw tlb FILE: the TLB line of an /proc/interrupts copy */
+		long per[MAX_CPUS];
+		int n = 0;
+		long sum = tlb_interrupts_file(argc > 2 ? argv[2] : "/proc/interrupts", per, MAX_CPUS, &n);
+		char out[8192];
+		int k = 0;
+		for (int c = 0; c < n && c < MAX_CPUS; c++)
+			k += snprintf(out + k, sizeof(out) - k, "%s%ld", c ? "," : "", per[c]);
+		emit("irq total=%ld tlb=%s", sum, n ? out : "-");
+		return sum < 0;
+	}
 	if (!strcmp(kind, "-h") || !strcmp(kind, "--help")) {
 		usage();
 		return 0;

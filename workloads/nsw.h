@@ -65,10 +65,18 @@ long sys_move_pages(int pid, unsigned long count, void **pages, const int *nodes
 void *map_buffer(size_t bytes, const char *madvise_mode);
 void write_pages(char *p, size_t bytes); /* bzero-like: every byte */
 
+/* Worker threads get 256 KiB stacks: glibc's 8 MiB default is THP-eligible, and a stack
+ * backed by a huge page adds 512 pages to scan and migrate that the simulator's processes
+ * (buffers only) do not have. */
+#define THREAD_STACK (256 << 10)
+#include <pthread.h>
+const pthread_attr_t *thread_attr(void);
+
 /* /proc readers */
 int read_file(const char *path, char *buf, size_t cap); /* bytes read or -1 */
 long vmstat_get(const char *text, const char *name);    /* -1 if absent */
 long tlb_interrupts(long *per_cpu, int max, int *ncpu);  /* sum of the TLB: line, -1 if absent */
+long tlb_interrupts_file(const char *path, long *per_cpu, int max, int *ncpu);
 
 /* workloads */
 int main_autonuma(const char *kind, int argc, char **argv);

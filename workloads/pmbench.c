@@ -165,7 +165,7 @@ int main_pmbench(int argc, char **argv)
 			ws[t] = (struct pw){.buf = buf, .npages = (size_t)set_mib * 256, .pat = pat, .shape = shape,
 					    .read_ratio = (int)read_ratio, .duration = duration, .nodes = mask,
 					    .rng = 0x9E3779B97F4A7C15ULL * (p * 1000 + t + 1)};
-			if (pthread_create(&ws[t].tid, NULL, pthread_main, &ws[t]))
+			if (pthread_create(&ws[t].tid, thread_attr(), pthread_main, &ws[t]))
 				die("pthread_create: %s", strerror(errno));
 		}
 		double aps = 0;

@@ -48,15 +48,17 @@ int main_remote_toucher(int argc, char **argv)
 	long size_mib = arg_long(&a, "size_mib", 64);
 	long touch_node = arg_long(&a, "touch_node", 0);
 	long run_node = arg_long(&a, "run_node", 1);
-	cpu_set_t run_set;
-	int nrun = node_cpus(run_node, &run_set);
-	long threads = arg_long(&a, "threads", nrun);
+	long threads = arg_long(&a, "threads", -1);
 	if (!arg_has(&a, "duration_s"))
 		die("remote_toucher: duration_s is required");
 	double duration = arg_double(&a, "duration_s", 0);
 	const char *adv = arg_str(&a, "madvise", "none");
 	arg_double(&a, "start_s", 0);
 	args_done(&a, "remote_toucher");
+	cpu_set_t run_set;
+	int nrun = node_cpus(run_node, &run_set);
+	if (threads == -1)
+		threads = nrun; /* default: every CPU of run_node */
 	if (size_mib < 1 || threads < 1 || nrun < 1)
 		die("remote_toucher: size_mib, threads and run_node's CPUs must be >= 1");
 
@@ -77,7 +79,7 @@ int main_remote_toucher(int argc, char **argv)
 		ws[i].buf = buf;
 		ws[i].size = size;
 		ws[i].until = until;
-		if (pthread_create(&ws[i].tid, NULL, stream, &ws[i]))
+		if (pthread_create(&ws[i].tid, thread_attr(), stream, &ws[i]))
 			die("pthread_create: %s", strerror(errno));
 	}
 	long passes = 0;

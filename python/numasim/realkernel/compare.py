@@ -44,7 +44,7 @@ def syscall_calls(result) -> int:
     """migrate_pages/move_pages calls: measured in a VM, from the scenario in a simulation."""
     calls = result.raw.get("syscalls")
     if calls:
-        return len(calls)
+        return sum(1 for c in calls if not (isinstance(c.get("ret"), int) and c["ret"] < 0))
     n = 0
     for w in result.scenario.get("workloads", []):
         if w.get("kind") == "migratepages":
@@ -77,7 +77,7 @@ def metrics(result) -> dict:
         tlb = m["tlb_shootdown_ipis"]
         m["tlb_ipis_per_call"] = tlb / calls if tlb is not None else None
         m["pgmigrate_success_per_call"] = c.get("pgmigrate_success", 0) / calls
-        measured = result.raw.get("syscalls")
+        measured = [x for x in result.raw.get("syscalls") or [] if not (isinstance(x.get("ret"), int) and x["ret"] < 0)]
         if measured:  # the VM measures each call on its own, without the rest of the run
             m["tlb_ipis_per_call_measured"] = sum(x.get("tlb_irq", 0) for x in measured) / len(measured)
     m["elapsed_s"] = result.elapsed_s

@@ -57,12 +57,18 @@ def parse_console(text: str) -> dict:
             continue
         body = line[i + len(PREFIX):].strip()
         tag, _, rest = body.partition(" ")
+        w = None
+        if tag.startswith("w=") and tag[2:].isdigit():  # a workload's own line: "w=N TAG ..."
+            w = int(tag[2:])
+            tag, _, rest = rest.partition(" ")
         try:
             f = _fields(rest)
         except Exception:  # pragma: no cover - regex findall does not raise
             out["skipped"] += 1
             continue
-        if tag == "boot":
+        if w is not None and tag != "call":
+            out["workload_lines"].append({"w": w, "tag": tag, "line": rest, **f})
+        elif tag == "boot":
             out["boot"] = f
         elif tag == "begin":
             out["begin"] = f
@@ -97,9 +103,10 @@ def parse_console(text: str) -> dict:
             out["exits"][int(f["w"])] = f
         elif tag == "call":
             what, _, rest2 = rest.partition(" ")
-            out["calls"].append({"call": what, **_fields(rest2)})
+            out["calls"].append({"w": w, "call": what, **_fields(rest2)})
         elif tag == "error":
             out["errors"].append(rest)
+
         elif tag == "warn":
             out["warnings"].append(rest)
         elif tag == "timeout":
@@ -108,8 +115,6 @@ def parse_console(text: str) -> dict:
             out["end"] = f
         elif tag == "done":
             out["done"] = f
-        elif tag.startswith("w="):
-            out["workload_lines"].append({"w": int(tag[2:]), "line": rest, **_fields(rest)})
         else:
             out["skipped"] += 1
     return out
@@ -194,6 +199,11 @@ def build_result(p: dict, scenario: dict, source: dict, seed=None) -> Result:
             "user_s": float(e.get("user_s", 0)), "system_s": float(e.get("sys_s", 0)),
             "threads": e.get("threads", 0), "minflt": e.get("minflt", 0), **extra.get(w, {}),
         })
+    failed = [c for c in p["calls"] if isinstance(c.get("ret"), int) and c["ret"] < 0]
+    if failed:  # e.g. ESRCH: the target exited before the driver's last call
+        source = {**source, "warnings": list(source.get("warnings", [])) + [
+            f"{len(failed)} of {len(p['calls'])} {failed[0]['call']} calls failed "
+            f"(first: errno {failed[0].get('errno')} at t={failed[0].get('t')} s)"]}
     elapsed = float(p["end"].get("elapsed_s", 0))
     raw = {
         "source": source,

@@ -62,7 +62,12 @@ def validate(name_or_path: str, kernel: str = "6.12", *, out: Path | None = None
     sim = numasim.run(text)
     log(f"simulated {name} ({choice(kernel).profile} profile) in {time.monotonic() - t0:.1f} s")
     sim.save(out / "sim.json")
-    if vm_result:
+    if vm_result and str(vm_result).endswith((".log", ".console")):  # re-read a saved console log
+        from numasim.realkernel.console import build_result, parse_console
+
+        vm = build_result(parse_console(Path(vm_result).read_text(errors="replace")), resolved,
+                          {"kind": "qemu", "kernel_choice": kernel, "accel": "tcg", "console": str(vm_result)})
+    elif vm_result:
         vm = numasim.Result.load(vm_result)
     else:
         from numasim.realkernel.vm import run_vm
@@ -71,7 +76,8 @@ def validate(name_or_path: str, kernel: str = "6.12", *, out: Path | None = None
     vm.save(out / "vm.json")
     cmp = cmpmod.compare(sim, vm)
     cmp.update({"scenario": name, "kernel": kernel, "profile": choice(kernel).profile,
-                "vm_kernel": vm.raw.get("source", {}).get("kernel"), "out": str(out)})
+                "vm_kernel": vm.raw.get("source", {}).get("kernel"), "out": str(out),
+                "vm_warnings": vm.raw.get("source", {}).get("warnings", [])})
     (out / "comparison.json").write_text(json.dumps(cmp, indent=1))
     return cmp
 
@@ -101,6 +107,8 @@ def cmd_validate(args) -> int:
             print(f"{cmp['scenario']} on {cmp['vm_kernel']} (simulated with the {cmp['profile']} profile); "
                   f"saved in {cmp['out']}")
             print(cmpmod.table(cmp))
+            for w in cmp.get("vm_warnings", []):
+                print(f"warning (VM): {w}")
             print()
         if args.strict and not cmp["ok"]:
             status = 1
@@ -119,7 +127,8 @@ def register(subparsers) -> None:
     sp.add_argument("--set", action="append", metavar="KEY=VALUE", help="scenario override (repeatable)")
     sp.add_argument("--out", metavar="DIR", help="where to save sim.json, vm.json, comparison.json (default out/validate)")
     sp.add_argument("--timeout", type=float, metavar="S", help="VM time limit in seconds (default from the scenario)")
-    sp.add_argument("--vm-result", metavar="PATH", help="reuse a saved VM result instead of booting")
+    sp.add_argument("--vm-result", metavar="PATH",
+                    help="reuse a saved VM result (.json) or console log (.log) instead of booting")
     sp.add_argument("--json", action="store_true", help="print the comparison as JSON")
     sp.add_argument("--strict", action="store_true", help="exit 1 when a checked metric is outside ±25%%")
     sp.add_argument("--quiet", "-q", action="store_true", help="no progress messages")
