@@ -82,5 +82,5 @@ $(NUMAW): $(NUMAW_SRC)
 workloads: $(NUMAW)
 
 # Boots Debian kernels in QEMU (TCG): several minutes, so not part of `make test`.
-test-vm: $(NUMAW) | $(PY)
+test-vm: system-deps $(NUMAW) | $(PY)
 	NUMASIM_VM_TESTS=1 $(BIN)/pytest -q tests/test_realkernel_vm.py
