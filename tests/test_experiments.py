@@ -18,7 +18,9 @@ def check_shape(obj, name, columns):
     assert isinstance(obj["pass"], bool)
     assert obj["pass"] == all(r["ok"] for r in obj["rows"])
     for r in obj["rows"]:
-        assert ROW_KEYS <= set(r) <= ROW_KEYS | {"reference"}, r
+        assert ROW_KEYS <= set(r) <= ROW_KEYS | {"reference", "rel_error"}, r
+        assert ("rel_error" in r) == ("reference" in r), r  # relative error wherever a reference is
+        assert set(r.get("rel_error", {})) <= set(r.get("reference", {}))
         assert isinstance(r["ok"], bool) and isinstance(r["check"], str)
         assert set(r["values"]) <= set(columns)
         for v in r["values"].values():
@@ -43,6 +45,7 @@ def test_table_and_json_of_a_hand_made_result():
     obj = json.loads(res.to_json())
     check_shape(obj, "x", ["off", "on"])
     assert obj["pass"] is False and obj["rows"][0]["reference"] == {"on": 1.0}
+    assert obj["rows"][0]["rel_error"] == {"on": 0.25}  # (1.25 - 1.0) / 1.0
     table = res.to_table()
     assert "1.250 (ref 1.000)" in table and "FAIL" in table and table.endswith("x: FAIL")
     assert table.splitlines()[2].rstrip().endswith("1.250 (ref 1.000)")  # no check, no verdict
