@@ -249,7 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.set_defaults(func=cmd_run)
 
     sp = sub.add_parser("reproduce", help="run a named experiment and check it")
-    sp.add_argument("name", nargs="?")
+    sp.add_argument("name", nargs="?", help="an experiment (see --list), or all")
     sp.add_argument("--list", action="store_true", help="list experiments")
     sp.add_argument("--json", action="store_true")
     sp.add_argument("--jobs", "-j", type=int, default=2, help="parallel runs (max 2)")
