@@ -52,7 +52,14 @@ def test_groups_and_column_names(tmp_path, result):
         storage.save_iterations([result, result], tmp_path / col / "numa02", scenario_text="seed = 1\n")
     (tmp_path / "on" / "notes.json").write_text(json.dumps({"not": "a result"}))
     group = storage.load_group(tmp_path / "on")
-    assert [f.name for f, _ in group] == ["iter-01.json", "iter-02.json"]  # notes.json ignored
+    # found recursively; notes.json is not a result and is left out
+    assert [f.relative_to(tmp_path / "on").as_posix() for f, _ in group] == ["numa02/iter-01.json",
+                                                                             "numa02/iter-02.json"]
+    # saving a smaller group in the same place replaces the old one
+    storage.save_iterations([result], tmp_path / "on" / "numa02")
+    assert [f.name for f, _ in storage.load_group(tmp_path / "on")] == ["iter-01.json"]
+    assert not (tmp_path / "on" / "numa02" / "iter-02.vmstat.parquet").exists()
+    storage.save_iterations([result, result], tmp_path / "on" / "numa02", scenario_text="seed = 1\n")
     cols = storage.load_columns([tmp_path / "off", tmp_path / "on"])
     assert [c.name for c in cols] == ["off", "on"] and len(cols[1].results) == 2
     # same stems: lengthened with the parent folder; NAME=PATH wins

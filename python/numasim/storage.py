@@ -90,9 +90,13 @@ def save_result(result: Result, path, parquet: bool | None = None) -> list:
 def save_iterations(results: list, directory, scenario_text: str | None = None,
                     parquet: bool | None = None) -> list:
     """Write a group: ``directory/iter-NN.json`` (+ sidecars) per result and
-    ``directory/scenario.toml``. Returns the paths written."""
+    ``directory/scenario.toml``. A previous group's ``iter-*`` files in ``directory`` are
+    removed first, so that none of them is read back as part of this one. Returns the
+    paths written."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
+    for old in list(d.glob("iter-*.json")) + list(d.glob("iter-*.parquet")):
+        old.unlink()
     written = []
     width = max(2, len(str(len(results))))
     for i, r in enumerate(results, 1):
