@@ -56,6 +56,11 @@ def test_rates_are_counter_differences_per_second(result):
     want = np.diff(vm["numa_hint_faults"].to_numpy()) / np.diff(t)
     np.testing.assert_allclose(f["numa_hint_faults"].to_numpy(), want)
     assert (f["numa_hint_faults"] > 0).any()
+    # a long series is averaged over wider windows: the same totals, fewer points
+    coarse = plot.rate_frame(result, max_points=2)
+    assert len(coarse) == 2
+    dt = np.diff(coarse.index.to_numpy(), prepend=t[0])
+    assert (coarse["numa_hint_faults"].to_numpy() * dt).sum() == pytest.approx(vm["numa_hint_faults"].iloc[-1])
     fig = plot.rates_figure({"a": result, "b": result})
     assert [ax.get_ylabel() for ax in fig.axes] == [label for _, label in plot.RATES]
     assert len(fig.axes[0].get_lines()) == 2  # one line per result

@@ -3,8 +3,8 @@
 - ``memory``: each process's resident memory per node over time (autonuma-benchmark's
   plot), from ``Result.memory_per_node()``.
 - ``rates``: NUMA hint faults/s, pages migrated/s, TLB shootdown IPIs/s and PTE updates/s,
-  from the differences of the cumulative ``series.vmstat`` samples. Several results
-  (one per column) are overlaid.
+  from the differences of the cumulative ``series.vmstat`` samples (over windows of several
+  samples when there are more than 250). Several results (one per column) are overlaid.
 - ``tasks``: each thread's preferred node and CPU node over time (``series.tasks``).
 - ``placement``: a heatmap of which node holds each part of a process's address space
   against time (``series.placement``, 64 address ranges).
@@ -24,6 +24,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 PAGE_MIB = 4096 / (1 << 20)
 FORMATS = ("png", "svg")
 MAX_PROCESSES = 8
+MAX_RATE_POINTS = 250  # longer series are averaged over wider windows
 
 # (vmstat counter, axis label)
 RATES = [
@@ -81,13 +82,20 @@ def memory_figure(result):
     return fig
 
 
-def rate_frame(result):
+def rate_frame(result, max_points: int | None = None):
     """DataFrame of per-second rates (RATES counters) over each sample interval, indexed by
-    the interval's end time."""
+    the interval's end time. With ``max_points``, a long series is averaged over windows of
+    several sample intervals (every k-th sample and the last), at most that many."""
     vm = result.vmstat
     cols = [c for c, _ in RATES if c in vm.columns]
     if len(vm) < 2 or not cols:
         raise Skipped("series.vmstat has fewer than two samples")
+    if max_points and len(vm) - 1 > max_points:
+        k = -(-(len(vm) - 1) // max_points)
+        keep = list(range(0, len(vm), k))
+        if keep[-1] != len(vm) - 1:
+            keep.append(len(vm) - 1)
+        vm = vm.iloc[keep]
     dt = vm.index.to_series().diff()
     rates = vm[cols].diff().div(dt, axis=0).iloc[1:]
     return rates
@@ -97,7 +105,7 @@ def rates_figure(results: dict):
     """``results``: {label: Result}; each is one line per panel."""
     frames = {}
     for label, r in results.items():
-        frames[label] = rate_frame(r)
+        frames[label] = rate_frame(r, max_points=MAX_RATE_POINTS)
     fig, axes = plt.subplots(len(RATES), 1, figsize=(8, 8), sharex=True, squeeze=False)
     for ax, (counter, ylabel) in zip(axes[:, 0], RATES):
         for label, f in frames.items():
