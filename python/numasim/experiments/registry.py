@@ -181,6 +181,7 @@ def _load() -> None:
     # Importing an experiment module registers it.
     from numasim.experiments import (  # noqa: F401
         autonuma_balancing,
+        kvm_pinned,
         mthp_numa,
         tlb_flush,
         vma_flags_grouping,
