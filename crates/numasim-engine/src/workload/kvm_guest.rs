@@ -53,7 +53,7 @@ impl KvmGuestSpec {
             bad("read_ratio", format!("must be in 0..=100, got {read_ratio}"));
         }
         let overhead_ns = w.overhead_ns.unwrap_or(100.0);
-        if !(overhead_ns >= 0.0 && overhead_ns < 1e9) {
+        if !(0.0..1e9).contains(&overhead_ns) {
             bad("overhead_ns", format!("must be in [0, 1e9), got {overhead_ns}"));
         }
         let duration_s = w.duration_s.unwrap_or(f64::NAN);
