@@ -77,3 +77,16 @@ def test_a_broken_stream_does_not_stop_the_run():
     bar = Progress(stream=out, max_rate=0)
     r = numasim.run(SMALL_NUMA02, progress=bar)
     assert r.completed and bar.updates == 0
+
+
+def test_reset_restarts_the_clock_for_the_next_run():
+    out, clock = io.StringIO(), Clock()
+    bar = Progress(stream=out, max_rate=0, clock=clock)
+    clock.t += 10
+    bar(1 * NS, 100 * NS, 1000)
+    assert "100 ev/s" in out.getvalue().split("\r")[-1]
+    bar.reset("iteration 2")
+    clock.t += 1
+    bar(1 * NS, 100 * NS, 1000)
+    last = out.getvalue().split("\r")[-1]
+    assert last.startswith("iteration 2 [") and "1.0k ev/s" in last and "ETA ≤ 1m39s" in last

@@ -64,7 +64,7 @@ def run_iterations(text: str, args) -> int:
 
     def done(k, total):
         if bar is not None:
-            bar.label = f"iteration {min(k + 1, total)}"
+            bar.reset(f"iteration {min(k + 1, total)}")
         elif interactive() and not args.json:
             print(f"\riterations done: {k}/{total}", end="" if k < total else "\n", file=sys.stderr, flush=True)
 

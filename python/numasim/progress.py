@@ -48,6 +48,14 @@ class Progress:
         self.updates = 0  # redraws done
         self.last = None  # the latest (sim_ns, max_ns, events)
 
+    def reset(self, label: str | None = None) -> None:
+        """Start timing a new run (rates and ETA restart); the line is reused."""
+        if label is not None:
+            self.label = label
+        self.start = self.clock()
+        self.last_draw = None
+        self.last = None
+
     def __call__(self, sim_ns: int, max_ns: int, events: int):
         self.last = (int(sim_ns), int(max_ns), int(events))
         now = self.clock()
