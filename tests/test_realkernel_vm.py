@@ -57,7 +57,8 @@ def test_validate(name, kernel, tmp_path):
     vm_m = {k: v["vm"] for k, v in r.items()}
     # mechanism facts of the real kernel, whatever the simulator says
     if name.startswith("remote-toucher"):
-        assert 16384 <= vm_m["numa_pages_migrated"] <= 16384 * 1.02  # the whole 64 MiB buffer moves once
+        # the whole 64 MiB buffer moves once (a few pages may be busy at the moment they are due)
+        assert vm_m["numa_pages_migrated"] == pytest.approx(16384, rel=0.02)
         assert vm_m["numa_pte_updates_per_window"] == pytest.approx(16384, rel=0.02)
     if name.startswith("migratepages"):
         assert vm_m["numa_pte_updates"] == 0 and vm_m["syscall_calls"] == 2
