@@ -125,13 +125,20 @@ def cmd_reproduce(args) -> int:
 
 # ---------------------------------------------------------------- bench
 
-BENCH_WORKLOADS = ["numa01", "numa02", "delay-mapping", "numa01-mthp16k"]
+BENCH_WORKLOADS = ["numa01", "numa02", "delay-mapping", "numa01-mthp16k", "kvm-pinned-4k"]
 
 
 def _bench_scenario(workload: str) -> tuple:
     """(machine, TOML): autonuma tests on the default machine; `delay-mapping` is that
     experiment's patched run at the changelog's scale (70 GiB, 64 threads, 60 s timed loop);
-    `numa01-mthp16k` is mthp-numa's patched numa01 with 16K mTHP (6.10, PMD THP never)."""
+    `numa01-mthp16k` is mthp-numa's patched numa01 with 16K mTHP (6.10, PMD THP never);
+    `kvm-pinned-4k` is kvm-pinned's base run of the fully pinned 4 KiB guest (every scan chunk
+    zaps 64K SPTEs that the 32 vCPUs refault)."""
+    if workload == "kvm-pinned-4k":
+        from numasim.experiments.kvm_pinned import MACHINE, scenario
+        from numasim.scenario import to_toml
+
+        return MACHINE, to_toml(scenario("never", 1.0, "base"))
     if workload == "numa01-mthp16k":
         from numasim.experiments.mthp_numa import MACHINE, scenario
         from numasim.scenario import to_toml
@@ -152,6 +159,8 @@ def bench_one(workload: str) -> dict:
     wall = time.perf_counter() - t0
     ev = r.sim.get("events", {})
     events = sum(int(ev.get(k, 0)) for k in ("pte_updates", "hint_faults", "migrations"))
+    # a guest's secondary-MMU work: SPTEs zapped and EPT violations
+    events += sum(int(vm["stats"].get(k, 0)) for vm in r.raw.get("kvm", []) for k in ("sptes_zapped", "ept_violations"))
     return {
         "workload": workload,
         "machine": machine,
@@ -265,7 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_report_parsers(sub)  # compare, plot, report
 
     sp = sub.add_parser("bench", help=("measure simulator speed (numa01, numa02, delay-mapping, "
-                                       "numa01-mthp16k)"))
+                                       "numa01-mthp16k, kvm-pinned-4k)"))
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(func=cmd_bench)
 
