@@ -11,17 +11,7 @@ from numasim.experiments import registry
 
 
 def _fmt(v) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, bool):
-        return str(v).lower()
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        if v != 0 and (abs(v) >= 1e6 or abs(v) < 1e-3):
-            return f"{v:.3g}"
-        return f"{v:.1f}" if abs(v) >= 1000 else f"{v:.3f}"
-    return str(v)
+    return registry._fmt(v, compact=True)
 
 
 def _pct(x) -> str:

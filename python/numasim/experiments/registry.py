@@ -81,7 +81,8 @@ class ExperimentResult:
         return "\n".join(x.rstrip() for x in out)
 
 
-def _fmt(v) -> str:
+def _fmt(v, compact: bool = False) -> str:
+    """A table cell; ``compact`` writes very large or small floats as 3 significant digits."""
     if v is None:
         return "-"
     if isinstance(v, bool):
@@ -89,6 +90,8 @@ def _fmt(v) -> str:
     if isinstance(v, int):
         return str(v)
     if isinstance(v, float):
+        if compact and v != 0 and (abs(v) >= 1e6 or abs(v) < 1e-3):
+            return f"{v:.3g}"
         return f"{v:.1f}" if abs(v) >= 1000 else f"{v:.3f}"
     return str(v)
 
