@@ -22,6 +22,9 @@ EVENT_NAMES = {"pgfault", "pgmajfault", "pgfree", "pgsteal_kswapd", "pgscan_kswa
 GAUGES = {"numa_hint_faults_local_pct"}
 
 
+# Tags whose fields are kept as one record under the tag's name.
+RECORD_TAGS = ("boot", "begin", "settings", "timeout", "end", "done")
+
 def _num(v: str):
     try:
         return int(v)
@@ -68,12 +71,8 @@ def parse_console(text: str) -> dict:
             continue
         if w is not None and tag != "call":
             out["workload_lines"].append({"w": w, "tag": tag, "line": rest, **f})
-        elif tag == "boot":
-            out["boot"] = f
-        elif tag == "begin":
-            out["begin"] = f
-        elif tag == "settings":
-            out["settings"] = f
+        elif tag in RECORD_TAGS:  # one record each: the last one wins
+            out[tag] = f
         elif tag == "vmstat":
             phase = f.pop("phase", None)
             f.pop("t", None)
@@ -106,15 +105,8 @@ def parse_console(text: str) -> dict:
             out["calls"].append({"w": w, "call": what, **_fields(rest2)})
         elif tag == "error":
             out["errors"].append(rest)
-
         elif tag == "warn":
             out["warnings"].append(rest)
-        elif tag == "timeout":
-            out["timeout"] = f
-        elif tag == "end":
-            out["end"] = f
-        elif tag == "done":
-            out["done"] = f
         else:
             out["skipped"] += 1
     return out
