@@ -9,7 +9,27 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let r = numasim_engine::run(&s).unwrap_or_else(|e| {
+    // PHASES=SECONDS: print the wall time at every SECONDS of simulated time
+    let phases: Option<f64> = std::env::var("PHASES").ok().and_then(|v| v.parse().ok());
+    let wall = std::time::Instant::now();
+    let mut sim = numasim_engine::Simulation::new(&s).unwrap_or_else(|e| {
+        eprintln!("error: {e}");
+        std::process::exit(1)
+    });
+    if let Some(every) = phases {
+        eprintln!("built at {:.2} wall s", wall.elapsed().as_secs_f64());
+        let mut next = every;
+        while sim.step().unwrap_or_else(|e| {
+            eprintln!("error: {e}");
+            std::process::exit(1)
+        }) {
+            if sim.now_s() >= next {
+                eprintln!("sim {:6.1} s at {:6.2} wall s", sim.now_s(), wall.elapsed().as_secs_f64());
+                next += every;
+            }
+        }
+    }
+    let r = sim.finish().unwrap_or_else(|e| {
         eprintln!("error: {e}");
         std::process::exit(1)
     });

@@ -107,7 +107,7 @@ pub fn sweep_mem_node(k: &Kernel, t: usize) -> Option<usize> {
         if let crate::workload::Op::Sweep { vma, first, npages, .. } = *op {
             let pt = pt_of(vma);
             for i in first..(first + npages).min(pt.len()) {
-                if let Some(n) = pages.get_mut(pt.node[i as usize] as usize) {
+                if let Some(n) = pages.get_mut(pt.nid(i) as usize) {
                     *n += 1;
                 }
             }

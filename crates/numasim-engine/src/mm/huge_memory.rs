@@ -206,9 +206,9 @@ mod tests {
         assert_eq!(k.vmstat.get(VmEvent::ThpFaultFallback), 32, "one failed PMD attempt per 2 MiB block");
         // order 4 fails with probability 4/9: some 64 kB folios, the rest base pages
         assert!(k.mthp_stats[4][0] > 0 && k.mthp_stats[4][1] > 0);
-        let orders: std::collections::BTreeSet<u8> = pt.order.iter().copied().collect();
+        let orders: std::collections::BTreeSet<u8> = pt.pages.iter().map(|e| e.order).collect();
         assert_eq!(orders.into_iter().collect::<Vec<_>>(), vec![0, 4]);
-        let base = pt.order.iter().filter(|&&o| o == 0).count() as u64;
+        let base = pt.pages.iter().filter(|e| e.order == 0).count() as u64;
         assert_eq!(base, k.mthp_stats[4][1] * 16, "a failed 64 kB fault maps one base page per page");
     }
 

@@ -74,8 +74,8 @@ impl Kernel {
     pub fn racing_numa_fault(&mut self, other: usize, vma: usize, idx: u64, writable: bool) -> f64 {
         let (mm, cpu) = (self.tasks[other].mm, self.tasks[other].cpu);
         let (head, nr) = self.mms[mm].vmas[vma].pt.folio(idx);
-        let nid = self.mms[mm].vmas[vma].pt.node[head as usize] as usize;
-        let last_cpupid = self.mms[mm].vmas[vma].pt.cpupid[head as usize];
+        let nid = self.mms[mm].vmas[vma].pt.nid(head) as usize;
+        let last_cpupid = self.mms[mm].vmas[vma].pt.last_cpupid(head);
         self.vma_set_access_pid_bit(mm, vma, self.tasks[other].pid);
         let flags = TNF_MIGRATE_FAIL | self.count_hint_fault(nid, cpu);
         self.numa_rebuild_mapping(mm, vma, head, nr, writable);
@@ -138,9 +138,9 @@ impl Kernel {
         if self.numa_no_group(mm, vma, idx, writable && preserve) {
             flags |= TNF_NO_GROUP;
         }
-        let nid = self.mms[mm].vmas[vma].pt.node[head as usize] as usize;
+        let nid = self.mms[mm].vmas[vma].pt.nid(head) as usize;
         // numa_migrate_check: read last_cpupid before mpol_misplaced updates it
-        let last_cpupid = self.mms[mm].vmas[vma].pt.cpupid[head as usize];
+        let last_cpupid = self.mms[mm].vmas[vma].pt.last_cpupid(head);
         let pid = self.tasks[t].pid;
         self.vma_set_access_pid_bit(mm, vma, pid);
         flags |= self.count_hint_fault(nid, cpu);
@@ -220,7 +220,7 @@ mod tests {
         let used = (k.nodes[0].used, k.nodes[1].used);
         k.do_numa_page(t, 0, 11);
         let pt = &k.mms[0].vmas[0].pt;
-        assert_eq!(pt.node[11], 1);
+        assert_eq!(pt.nid(11), 1);
         assert!(!pt.protnone(11) && !pt.writable(11));
         assert_eq!((k.vmstat.get(NumaPagesMigrated), k.vmstat.get(PgmigrateSuccess)), (1, 1));
         assert_eq!(k.vmstat.get(NrTlbRemoteFlush), 0);
@@ -236,7 +236,7 @@ mod tests {
         pin(&mut k, t, 2);
         protnone_page(&mut k, 12, 0);
         k.do_numa_page(t, 0, 12);
-        assert_eq!(k.mms[0].vmas[0].pt.node[12], 1);
+        assert_eq!(k.mms[0].vmas[0].pt.nid(12), 1);
         assert_eq!(k.vmstat.get(NrTlbRemoteFlush), 1);
         assert_eq!(k.vmstat.get(NrTlbRemoteFlushReceived), 3, "the three other CPUs run threads of this mm");
         assert_eq!(k.vmstat.get(NrTlbLocalFlushOne), 1);
@@ -253,7 +253,7 @@ mod tests {
             pin(&mut k, t, 2);
             protnone_page(&mut k, 17, 0);
             k.do_numa_page(t, 0, 17);
-            assert_eq!(k.mms[0].vmas[0].pt.node[17], 1);
+            assert_eq!(k.mms[0].vmas[0].pt.nid(17), 1);
             assert_eq!(k.vmstat.get(NrTlbRemoteFlush), rounds, "skip-inaccessible = {skip}");
             assert_eq!(k.vmstat.get(NrTlbRemoteFlushReceived), 3 * rounds);
         }
@@ -273,7 +273,7 @@ mod tests {
         let held = k.nodes[1].used;
         k.do_numa_page(t, 0, 13);
         let pt = &k.mms[0].vmas[0].pt;
-        assert_eq!(pt.node[13], 0);
+        assert_eq!(pt.nid(13), 0);
         assert!(!pt.protnone(13) && !pt.writable(13));
         assert_eq!(k.tasks[t].numa.faults_locality[2], 1);
         assert_eq!(k.nodes[1].used, held);
@@ -307,9 +307,9 @@ mod tests {
         pin(&mut k, t, 0);
         protnone_page(&mut k, 15, 0);
         let stamp = cpu_pid_to_cpupid(3, 99);
-        k.mms[0].vmas[0].pt.cpupid[15] = stamp;
+        k.mms[0].vmas[0].pt.set_last_cpupid(15, stamp);
         k.do_numa_page(t, 0, 15);
-        assert_eq!(k.mms[0].vmas[0].pt.cpupid[15], stamp);
+        assert_eq!(k.mms[0].vmas[0].pt.last_cpupid(15), stamp);
     }
 
     /// mm/mempolicy.c: mpol_misplaced — MPOL_BIND without MPOL_F_NUMA_BALANCING has no
@@ -335,7 +335,7 @@ mod tests {
     fn hint_fault_restores_the_whole_large_folio() {
         let mut k = thp_kernel("sizes = { \"64K\" = \"always\" }");
         let t = thread(&k, 0);
-        let node = k.mms[0].vmas[0].pt.node[40] as usize;
+        let node = k.mms[0].vmas[0].pt.nid(40) as usize;
         pin(&mut k, t, 2 * node); // a CPU on the folio's node: no migration
         k.change_protection_prot_numa(t, 0, 32, 48);
         let before = k.tasks[t].numa.faults_locality;
@@ -354,14 +354,14 @@ mod tests {
     fn pmd_thp_hint_fault_migrates_512_pages() {
         let mut k = thp_kernel("enabled = \"always\"");
         let t = thread(&k, 0);
-        let node = k.mms[0].vmas[0].pt.node[600] as usize;
+        let node = k.mms[0].vmas[0].pt.nid(600) as usize;
         pin(&mut k, t, 2 * (1 - node));
         k.tasks[t].numa.migrate_retry = u64::MAX;
         k.change_protection_prot_numa(t, 0, 512, 1024);
         let used = (k.nodes[0].used, k.nodes[1].used);
         k.do_numa_page(t, 0, 600);
         let pt = &k.mms[0].vmas[0].pt;
-        assert!((512..1024).all(|i| pt.node[i as usize] as usize == 1 - node && !pt.protnone(i)));
+        assert!((512..1024).all(|i| pt.nid(i) as usize == 1 - node && !pt.protnone(i)));
         assert!(pt.pmd_mapped(600) && pt.pmd_blocks_whole());
         assert_eq!((k.vmstat.get(NumaHintFaults), k.vmstat.get(NumaPagesMigrated)), (1, 512));
         assert_eq!(k.vmstat.get(ThpMigrationSuccess), 1);
@@ -387,12 +387,12 @@ mod tests {
     fn before_6_10_large_folio_faults_only_restore_the_pte() {
         let mut k = small_kernel("[kernel]\nversion = \"6.9\"\n[kernel.thp]\nsizes = { \"16K\" = \"always\" }");
         let t = thread(&k, 0);
-        let node = k.mms[0].vmas[0].pt.node[8] as usize;
+        let node = k.mms[0].vmas[0].pt.nid(8) as usize;
         pin(&mut k, t, 2 * (1 - node));
         k.mms[0].vmas[0].pt.make_protnone(9);
         k.do_numa_page(t, 0, 9);
         assert!(!k.mms[0].vmas[0].pt.protnone(9));
-        assert_eq!(k.mms[0].vmas[0].pt.node[9] as usize, node);
+        assert_eq!(k.mms[0].vmas[0].pt.nid(9) as usize, node);
         assert_eq!((k.vmstat.get(NumaHintFaults), k.vmstat.get(NumaPagesMigrated)), (0, 0));
     }
 }

@@ -146,7 +146,7 @@ impl Kernel {
     // mm/migrate.c: migrate_folio_move -> remove_migration_ptes
     fn migrate_folio_move(&mut self, p: PageRef, target: usize, cpu: usize, out: &mut MigrateOutcome) {
         let (head, nr) = self.folio_of(p);
-        let src = self.mms[p.mm].vmas[p.vma].pt.node[head as usize] as usize;
+        let src = self.mms[p.mm].vmas[p.vma].pt.nid(head) as usize;
         out.cost += nr as f64 * self.cost.page_copy_ns(self.topo.cpu_node[cpu], src, target);
         for i in head..head + nr {
             let pt = &mut self.mms[p.mm].vmas[p.vma].pt;
@@ -220,7 +220,7 @@ mod tests {
     use crate::testutil::small_kernel;
 
     fn pages_on_node0(k: &crate::kernel::Kernel, n: usize) -> Vec<PageRef> {
-        (0..k.mms[0].vmas[0].pt.len()).filter(|&i| k.mms[0].vmas[0].pt.node[i as usize] == 0).take(n).map(|idx| PageRef { mm: 0, vma: 0, idx }).collect()
+        (0..k.mms[0].vmas[0].pt.len()).filter(|&i| k.mms[0].vmas[0].pt.nid(i) == 0).take(n).map(|idx| PageRef { mm: 0, vma: 0, idx }).collect()
     }
 
     /// mm/migrate.c: migrate_pages (v6.3+) — batches of at most NR_MAX_BATCHED_MIGRATION (512)

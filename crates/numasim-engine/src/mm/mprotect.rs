@@ -58,7 +58,7 @@ impl Kernel {
             while p < bend {
                 let pt = &self.mms[mm].vmas[vma].pt;
                 let (head, nr) = pt.folio(p);
-                if !pt.populated(p) || pt.protnone(p) || Some(pt.node[p as usize]) == target {
+                if !pt.populated(p) || pt.protnone(p) || Some(pt.nid(p)) == target {
                     // not present, already PROT_NONE ("avoid TLB flush"), or on the target node
                     p += 1;
                     continue;
@@ -76,7 +76,7 @@ impl Kernel {
                 let fend = (head + nr).min(bend);
                 let pt = &mut self.mms[mm].vmas[vma].pt;
                 for q in p..fend {
-                    if !pt.protnone(q) && Some(pt.node[q as usize]) != target {
+                    if !pt.protnone(q) && Some(pt.nid(q)) != target {
                         pt.make_protnone(q);
                         changed += 1;
                     }

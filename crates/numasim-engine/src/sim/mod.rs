@@ -1,1 +1,2 @@
+pub mod prefetch;
 pub mod rng;

@@ -209,7 +209,7 @@ impl Kernel {
             return true; // -ESRCH
         };
         let wanted = |k: &Kernel, p: &PageRef| {
-            let node = k.mms[p.mm].vmas[p.vma].pt.node[p.idx as usize];
+            let node = k.mms[p.mm].vmas[p.vma].pt.nid(p.idx);
             node != NO_NODE && node as usize != to && sel.matches_node(node as usize)
         };
         if self.tasks[t].syscall.is_none() {
@@ -339,7 +339,7 @@ impl Kernel {
                     }
                     let pt = &self.mms[mm].vmas[vma].pt;
                     let mut bytes = [0.0f64; MAX_NODES];
-                    let n0 = pt.node[i as usize] as usize;
+                    let n0 = pt.nid(i) as usize;
                     let mut used = (1.0 - f) * cost[n0];
                     if used > *b {
                         // the budget ends inside page i
@@ -352,7 +352,7 @@ impl Kernel {
                         i += 1;
                         f = 0.0;
                         while i < seg_end && pt.store_ok(i) {
-                            let n = pt.node[i as usize] as usize;
+                            let n = pt.nid(i) as usize;
                             let c = cost[n];
                             if used + c > *b {
                                 f = (*b - used) / c;

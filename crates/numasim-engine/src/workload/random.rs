@@ -8,6 +8,7 @@
 //! first toucher is exact in distribution and the cost follows the number of NUMA events.
 
 use crate::kernel::Kernel;
+use crate::sim::prefetch::prefetch;
 use crate::sim::rng::Rng;
 use crate::topology::MAX_NODES;
 use crate::workload::Op;
@@ -41,9 +42,9 @@ pub fn latency_bucket(ns: f64) -> usize {
 }
 
 /// log2 of a calendar bucket's width, in accesses.
-const BUCKET_SHIFT: u32 = 16;
+const BUCKET_SHIFT: u32 = 18;
 /// Buckets held in the ring; events further out wait in an ordered map.
-const RING: u64 = 4096;
+const RING: u64 = 1024;
 
 /// A calendar queue: events in buckets of 2^16 accesses. The bucket being consumed is sorted
 /// once when its first event is taken (events pushed into it later go to a small heap); the
@@ -271,6 +272,12 @@ impl AccessSampler {
         }
     }
 
+    /// Pages of the events `d` places ahead in the first-touch queue and in the current bucket.
+    fn ahead(&self, d: usize) -> [Option<u64>; 2] {
+        let c = &self.heap.current;
+        [self.initial.get(self.cursor + d).map(|e| e.1), c.len().checked_sub(1 + d).map(|j| unpack(c[j]).1)]
+    }
+
     pub fn rng_next(&mut self) -> u64 {
         self.rng.next_u64()
     }
@@ -384,12 +391,11 @@ impl Kernel {
         if p <= 0.0 {
             return None;
         }
-        // accesses the other running threads of the process make during the window
+        // accesses the process's other threads in their access loop make during the window
         let mut on_node = [0u32; MAX_NODES];
-        for c in 0..self.cpus.len() {
-            if self.cpus[c].curr().is_some_and(|o| o != t && self.tasks[o].mm == mm) {
-                on_node[self.topo.cpu_node[c]] += 1;
-            }
+        let threads = self.sampler_threads.get(s).map_or(&[][..], |v| &v[..]);
+        for &o in threads.iter().filter(|&&o| o != t) {
+            on_node[self.topo.cpu_node[self.tasks[o].cpu]] += 1;
         }
         let others: u64 = on_node.iter().map(|&c| c as u64).sum();
         if others == 0 {
@@ -404,7 +410,7 @@ impl Kernel {
             return None;
         }
         let pick = smp.rng_next() % others;
-        (0..self.cpus.len()).filter_map(|c| self.cpus[c].curr()).filter(|&o| o != t && self.tasks[o].mm == mm).nth(pick as usize)
+        self.sampler_threads[s].iter().copied().filter(|&o| o != t).nth(pick as usize)
     }
 
     /// Threads of a random-access process that touch a page while it is unmapped for migration
@@ -453,6 +459,18 @@ impl Kernel {
             let w = &self.samplers[s].weight;
             let p_hit: f64 = pages.iter().map(|p| -libm::expm1(-window / per_access * w.get(p.idx as usize).copied().unwrap_or(0.0))).sum();
             p_hit * window / 2.0
+        }
+    }
+
+    /// Prefetch the per-page state of the sampler's events a few places ahead (speed only).
+    fn prefetch_ahead(&self, s: usize) {
+        const AHEAD: usize = 12;
+        let smp = &self.samplers[s];
+        let pt = &self.mms[smp.mm].vmas[smp.vma].pt;
+        for k in smp.ahead(AHEAD).into_iter().flatten() {
+            prefetch(&smp.generation, k as usize);
+            prefetch(&smp.weight, k as usize);
+            pt.prefetch(k);
         }
     }
 
@@ -512,6 +530,7 @@ impl Kernel {
             if until <= can {
                 *b -= n * cost;
                 if let Some((k, write_only)) = self.samplers[s].pop() {
+                    self.prefetch_ahead(s);
                     let u = self.faulting_thread(t, s);
                     let sys = self.tasks[u].sys_ns;
                     if u == t {
@@ -612,6 +631,7 @@ mod tests {
             let next = sim.k.cpus[cpu].curr().map(|t| sim.k.tasks[t].mm);
             sim.k.switch_mm(cpu, next);
         }
+        sim.k.collect_sampler_threads();
         sim.k
     }
 
@@ -694,7 +714,7 @@ mod tests {
         let before = (k.vmstat.get(NumaHintFaults), k.vmstat.get(NrTlbRemoteFlush));
         k.do_numa_page(t, 0, 128);
         assert_eq!(k.vmstat.get(NumaHintFaults) - before.0, 2, "both threads took the hint fault");
-        assert_eq!(k.mms[0].vmas[0].pt.node[128], 1, "the first thread's migration still completes");
+        assert_eq!(k.mms[0].vmas[0].pt.nid(128), 1, "the first thread's migration still completes");
         assert_eq!(k.vmstat.get(NrTlbRemoteFlush) - before.1, 1, "the now accessible PTE needs a flush");
         let failed: u64 = k.tasks.iter().map(|x| x.numa.faults_locality[2]).sum();
         assert_eq!(failed, 1, "the second thread recorded TNF_MIGRATE_FAIL");

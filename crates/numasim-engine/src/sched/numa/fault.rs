@@ -52,7 +52,7 @@ impl Kernel {
         let dst_nid = self.cpu_node(cpu);
         let this_cpupid = cpu_pid_to_cpupid(cpu, pid);
         // folio_xchg_last_cpupid: the stamp is updated here
-        let slot = &mut self.mms[mm].vmas[vma].pt.cpupid[idx as usize];
+        let slot = &mut self.mms[mm].vmas[vma].pt.pages[idx as usize].last_cpupid;
         let last_cpupid = std::mem::replace(slot, this_cpupid);
         let p = &self.tasks[t].numa;
         // early life: accept first-touch or same-task faults immediately
@@ -164,9 +164,9 @@ mod filter_tests {
         pin(&mut k, t, 2);
         past_early_life(&mut k, t);
         place_page(&mut k, 100, 0);
-        k.mms[0].vmas[0].pt.cpupid[100] = cpu_pid_to_cpupid(0, 77);
+        k.mms[0].vmas[0].pt.set_last_cpupid(100, cpu_pid_to_cpupid(0, 77));
         assert!(!k.should_numa_migrate_memory(t, 0, 100, 0));
-        assert_eq!(cpupid_to_cpu(k.mms[0].vmas[0].pt.cpupid[100]), 2, "folio_xchg_last_cpupid stamps the page");
+        assert_eq!(cpupid_to_cpu(k.mms[0].vmas[0].pt.last_cpupid(100)), 2, "folio_xchg_last_cpupid stamps the page");
         assert!(k.should_numa_migrate_memory(t, 0, 100, 0), "second fault from the same node migrates");
     }
 
@@ -178,7 +178,7 @@ mod filter_tests {
         let t = thread(&k, 0);
         pin(&mut k, t, 2);
         place_page(&mut k, 5, 0);
-        assert_eq!(k.mms[0].vmas[0].pt.cpupid[5], CPUPID_UNSET);
+        assert_eq!(k.mms[0].vmas[0].pt.last_cpupid(5), CPUPID_UNSET);
         assert!(k.should_numa_migrate_memory(t, 0, 5, 0));
     }
 
@@ -191,7 +191,7 @@ mod filter_tests {
         pin(&mut k, t, 2);
         past_early_life(&mut k, t);
         place_page(&mut k, 6, 0);
-        k.mms[0].vmas[0].pt.cpupid[6] = cpu_pid_to_cpupid(3, 78);
+        k.mms[0].vmas[0].pt.set_last_cpupid(6, cpu_pid_to_cpupid(3, 78));
         assert!(k.should_numa_migrate_memory(t, 0, 6, 0));
     }
 
