@@ -47,6 +47,8 @@ features! {
         "TNF_NO_GROUP from !pte_dirty, after PROT_NONE hinting (4.0-rc1) made pte_write useless"),
     NumaMigrateRatelimit = ("numa-migrate-ratelimit", "3.8", "4.19", "efaffc5e40ae removed it", true, false,
         "at most 128 MiB migrated to a node per 100 ms window; beyond it the migration fails"),
+    NumaScanGroupScale = ("numa-scan-group-scale", "4.14", "", "b5dd77c8bdad", true, true,
+        "task_scan_max and task_scan_start grow with the numa_group's size and its share of shared faults"),
     VmaNumabState = ("vma-numab-state", "6.4", "", "spec 1.5-1.6", true, true,
         "per-VMA scan delay and PID-activity filter in task_numa_work (vma_is_accessed)"),
     TlbLazyCpumask = ("tlb-lazy-cpumask", "6.14", "", "spec 7.2 (x86/mm/tlb: Update mm_cpumask lazily)", true, false,

@@ -2,6 +2,7 @@
 //! spec §4.3-4.4).
 
 use super::fault::{cpupid_match_pid, cpupid_to_cpu, task_faults_idx, NUMA_CPU, NUMA_MEM, TNF_SHARED};
+use crate::features::Feature;
 use crate::kernel::Kernel;
 
 /// A node is active in a group if its CPU faults exceed 1/3 of the busiest node's.
@@ -118,9 +119,11 @@ impl Kernel {
     }
 
     /// task_scan_max/start scaling for a grouped task: period * refcount * (shared+1) /
-    /// (private+shared+1), from the group's memory faults.
+    /// (private+shared+1), from the group's memory faults (v4.14+, `numa-scan-group-scale`).
     pub fn group_scan_scale(&self, t: usize, period: u64) -> u64 {
-        let Some(g) = self.tasks[t].numa.group else { return period };
+        let Some(g) = self.tasks[t].numa.group.filter(|_| self.feature(Feature::NumaScanGroupScale)) else {
+            return period;
+        };
         let ng = &self.numa_groups[g];
         let (shared, private) = ng.shared_private(self.topo.nr_nodes);
         let (shared, private) = (shared.max(0) as u64, private.max(0) as u64);
@@ -164,6 +167,26 @@ mod tests {
         let n = k.topo.nr_nodes;
         // b's faults (1 from the first fault, 1 now) are counted shared: MEMBUF priv 0
         assert_eq!(k.tasks[b].numa.faults[task_faults_idx(n, 2, 0, 0)], 2);
+    }
+
+    /// kernel/sched/fair.c: task_scan_max — since v4.14 (b5dd77c8bdad) a grouped task's
+    /// maximum period is multiplied by the group's refcount and shared share; 4.0 caps it at
+    /// scan_period_max / windows whatever the group.
+    #[test]
+    fn group_scales_the_scan_period_max_only_since_4_14() {
+        let smax = |extra: &str| {
+            let mut k = small_kernel(extra);
+            let (a, b) = (thread(&k, 0), thread(&k, 1));
+            let (stamp_a, stamp_b) = (cpu_pid_to_cpupid(k.tasks[a].cpu, k.tasks[a].pid), cpu_pid_to_cpupid(k.tasks[b].cpu, k.tasks[b].pid));
+            k.task_numa_fault(b, stamp_a, 0, 1, 0);
+            k.task_numa_fault(a, stamp_b, 0, 1, 0);
+            k.task_numa_fault(b, stamp_a, 0, 1, 0);
+            assert_eq!(k.numa_groups[k.tasks[b].numa.group.unwrap()].refcount, 2);
+            k.mms[0].node_pages = [262144, 0, 0, 0, 0, 0, 0, 0]; // 1 GiB -> 4 windows, 15 s
+            k.task_scan_max(b)
+        };
+        assert_eq!(smax("[kernel.features]\nnuma-scan-group-scale = false"), 15000);
+        assert!(smax("") > 15000, "two tasks with mostly shared faults stretch the maximum");
     }
 
     /// TNF_NO_GROUP (read-only mapping, or the rule of the modelled kernel): no group is
