@@ -52,11 +52,13 @@ impl Kernel {
         let this = self.cpu_node(cpu);
         let nr = 1u64 << order;
         let (preferred, mask) = pol.alloc_nodes(this, self.topo.nr_nodes);
-        let zonelist = self.topo.nodes_by_distance(preferred);
-        let allowed: Vec<usize> = zonelist.iter().copied().filter(|n| mask & (1 << n) != 0).collect();
         let mut node = None;
         for wmark in [|m: &NodeMem| m.wmark_low, |m: &NodeMem| m.wmark_min] {
-            for &n in &allowed {
+            for i in 0..self.topo.nr_nodes {
+                let n = self.topo.nodes_by_distance(preferred)[i];
+                if mask & (1 << n) == 0 {
+                    continue;
+                }
                 if self.nodes[n].free() >= wmark(&self.nodes[n]) + nr && !self.high_order_fails(order) {
                     node = Some(n);
                     break;

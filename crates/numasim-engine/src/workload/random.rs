@@ -158,6 +158,33 @@ impl Calendar {
     }
 }
 
+/// Sort (threshold, page) pairs generated in increasing page order into (threshold, page)
+/// order: a stable LSD radix sort on the threshold, 11 bits per pass, as many passes as its
+/// highest set bit needs (the same order as sorting the pairs, in linear time).
+fn sort_by_threshold(v: &mut Vec<(u64, u64)>) {
+    const BITS: u32 = 11;
+    let max = v.iter().map(|e| e.0).max().unwrap_or(0);
+    let passes = (64 - max.leading_zeros()).div_ceil(BITS);
+    let mut tmp = vec![(0u64, 0u64); v.len()];
+    for pass in 0..passes {
+        let shift = pass * BITS;
+        let mut count = [0usize; 1 << BITS];
+        for e in v.iter() {
+            count[((e.0 >> shift) as usize) & ((1 << BITS) - 1)] += 1;
+        }
+        let mut sum = 0;
+        for c in count.iter_mut() {
+            (*c, sum) = (sum, sum + *c);
+        }
+        for &e in v.iter() {
+            let d = ((e.0 >> shift) as usize) & ((1 << BITS) - 1);
+            tmp[count[d]] = e;
+            count[d] += 1;
+        }
+        std::mem::swap(v, &mut tmp);
+    }
+}
+
 /// One process's access distribution and pending page events.
 #[derive(Debug, Clone)]
 pub struct AccessSampler {
@@ -212,7 +239,7 @@ impl AccessSampler {
                 s.initial.push((at, k));
             }
         }
-        s.initial.sort_unstable();
+        sort_by_threshold(&mut s.initial);
         s
     }
 
@@ -668,6 +695,17 @@ mod tests {
             popped += 1;
         }
         assert_eq!(popped, pushed, "no event lost");
+    }
+
+    /// The radix sort of the first-touch events gives the pairs' own order, ties by page.
+    #[test]
+    fn threshold_sort_matches_pair_order() {
+        let mut rng = crate::sim::rng::Rng::new(3, 0);
+        let mut v: Vec<(u64, u64)> = (0..5000u64).map(|k| (rng.next_u64() % if k % 2 == 0 { 1 << 40 } else { 300 }, k)).collect();
+        let mut want = v.clone();
+        want.sort_unstable();
+        super::sort_by_threshold(&mut v);
+        assert_eq!(v, want);
     }
 
     /// pmbench's histogram: ordinary accesses land in the buckets of their node's latency, in
