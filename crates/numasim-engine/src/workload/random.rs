@@ -46,9 +46,9 @@ const BUCKET_SHIFT: u32 = 18;
 /// Buckets held in the ring; events further out wait in an ordered map.
 const RING: u64 = 1024;
 
-/// A calendar queue: events in buckets of 2^16 accesses. The bucket being consumed is sorted
+/// A calendar queue: events in buckets of 2^BUCKET_SHIFT accesses. The bucket being consumed is sorted
 /// once when its first event is taken (events pushed into it later go to a small heap); the
-/// next 4095 buckets are a ring of unsorted vectors, and events further out (rarely hit pages)
+/// next RING - 1 buckets are a ring of unsorted vectors, and events further out (rarely hit pages)
 /// an ordered map, so they cost nothing until their bucket comes up. A bucket becomes current
 /// only when its first event is popped, that is when the access counter has reached it, so
 /// new events (drawn after the counter) never land before the current bucket.
