@@ -53,6 +53,8 @@ features! {
         "per-VMA scan delay and PID-activity filter in task_numa_work (vma_is_accessed)"),
     TlbLazyCpumask = ("tlb-lazy-cpumask", "6.14", "", "spec 7.2 (x86/mm/tlb: Update mm_cpumask lazily)", true, false,
         "mm_cpumask bits survive a switch to another mm; stale CPUs are trimmed by one flush IPI per second"),
+    NumaDropSavedwrite = ("numa-drop-savedwrite", "6.3", "", "6a56ccbcf6c6", true, true,
+        "the PROT_NONE PTE no longer keeps the write bit: a page migrated from it comes back read-only, and a failed migration maps it read-only"),
     MigrateBatchFlush = ("migrate-batch-flush", "6.3", "", "002 (7e12beb8ca2a)", true, true,
         "migrate_pages() unmaps up to 512 pages, flushes the TLB once, then copies and remaps"),
     MigrateSkipInaccessibleFlush = ("migrate-skip-inaccessible-flush", "6.4", "", "4d4b6d66db63", true, true,

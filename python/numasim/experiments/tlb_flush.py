@@ -19,8 +19,10 @@ Parameters the changelogs leave open, chosen once (docs/model.md):
   ... before running pmbench"); the eater is killed 10 s after pmbench starts.
 - migrate-batch: one pmbench process with 16 threads over both nodes, 4 GiB uniform set, NUMA
   balancing off so that only migrate_pages(2) moves pages; migratepages runs 3 round trips.
-- Base and patched use the same machine profile (intel-2s-128g) and scenario; the named
-  features are the only difference (a test checks that).
+- Base and patched use the same machine profile (intel-2s-128g), scenario and kernel version
+  (5.12 for delay-mapping, 6.1 for migrate-batch: the releases before each change); the named
+  features are the only difference (a test checks that). On 5.12/5.13 the PROT_NONE PTE keeps
+  its write bit (savedwrite, until 6.3), so a migrated page comes back writable in both columns.
 """
 
 from __future__ import annotations
@@ -32,7 +34,11 @@ MACHINE = "intel-2s-128g"
 SEED = 1
 COLUMNS = ["base", "patched"]
 
-# The kernels compared: only these features differ between the two columns.
+# The kernels compared: both columns start from the release before the change (its features,
+# e.g. the PROT_NONE PTE's saved write bit until 6.3 and no per-VMA scan state until 6.4) and
+# only these features differ between them.
+DELAY_MAPPING_VERSION = "5.12"
+MIGRATE_BATCH_VERSION = "6.1"
 DELAY_MAPPING_FEATURES = {
     # v5.12 vs v5.13: migrate_pages batching (v6.3) does not exist in either
     "base": {"numa-delay-map": False, "migrate-batch-flush": False},
@@ -54,7 +60,8 @@ def delay_mapping_scenario(column: str, overrides=None) -> dict:
     d = {
         "seed": SEED,
         "machine": {"profile": MACHINE},
-        "kernel": {"numa_balancing": True, "features": dict(DELAY_MAPPING_FEATURES[column])},
+        "kernel": {"version": DELAY_MAPPING_VERSION, "numa_balancing": True,
+                   "features": dict(DELAY_MAPPING_FEATURES[column])},
         "run": {"sample_interval_ms": 1000},
         "workload": [
             {"kind": "memory_eater", "size_gib": EATER_GIB, "node": 1, "free_at_s": EATER_FILL_S + 10.0},
@@ -70,7 +77,8 @@ def migrate_batch_scenario(column: str, overrides=None) -> dict:
     d = {
         "seed": SEED,
         "machine": {"profile": MACHINE},
-        "kernel": {"numa_balancing": False, "features": dict(MIGRATE_BATCH_FEATURES[column])},
+        "kernel": {"version": MIGRATE_BATCH_VERSION, "numa_balancing": False,
+                   "features": dict(MIGRATE_BATCH_FEATURES[column])},
         "workload": [
             {"kind": "pmbench", "processes": 1, "threads": 16, "set_mib": 4096, "pattern": "uniform",
              "read_ratio": 50, "duration_s": 20.0},

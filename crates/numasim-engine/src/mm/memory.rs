@@ -173,8 +173,9 @@ impl Kernel {
             }
         }
         if delay_map && flags & TNF_MIGRATED == 0 {
-            // out_map: restore the PTE; write bit only if computed writable and not after a failure
-            let w = writable && preserve && flags & TNF_MIGRATE_FAIL == 0;
+            // out_map: restore the PTE; since 6.3 the write bit is re-derived, and dropped after
+            // a failure; before, the saved write bit of the PROT_NONE PTE comes back (savedwrite)
+            let w = writable && preserve && (flags & TNF_MIGRATE_FAIL == 0 || !self.feature(Feature::NumaDropSavedwrite));
             self.numa_rebuild_mapping(mm, vma, head, nr, w);
         }
         self.task_numa_fault(t, last_cpupid, mem_node, nr, flags);
@@ -225,6 +226,22 @@ mod tests {
         assert_eq!((k.vmstat.get(NumaPagesMigrated), k.vmstat.get(PgmigrateSuccess)), (1, 1));
         assert_eq!(k.vmstat.get(NrTlbRemoteFlush), 0);
         assert_eq!((k.nodes[0].used, k.nodes[1].used), (used.0 - 1, used.1 + 1), "pages conserved");
+    }
+
+    /// mm/migrate.c: try_to_migrate_one (v5.13-v6.2) — the PROT_NONE PTE still holds the write
+    /// bit (x86 savedwrite is _PAGE_RW), so the migration entry is writable and the page comes
+    /// back writable: no write fault after a delayed-map migration until 6.3 (6a56ccbcf6c6).
+    #[test]
+    fn savedwrite_kernels_migrate_protnone_pages_writable() {
+        let mut k = small_kernel("[kernel]\nversion = \"5.13\"");
+        let t = thread(&k, 0);
+        pin(&mut k, t, 2);
+        protnone_page(&mut k, 11, 0);
+        k.do_numa_page(t, 0, 11);
+        let pt = &k.mms[0].vmas[0].pt;
+        assert_eq!(pt.nid(11), 1);
+        assert!(!pt.protnone(11) && pt.writable(11));
+        assert_eq!(k.vmstat.get(NrTlbRemoteFlush), 0, "still no flush: the PTE was never accessible");
     }
 
     /// mm/memory.c: do_numa_page (<= v5.12) — the PTE is made accessible before migration, so

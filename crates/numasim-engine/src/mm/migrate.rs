@@ -8,6 +8,7 @@ use crate::features::Feature;
 use crate::kernel::Kernel;
 use crate::mm::pgtable::BLOCK_PAGES;
 use crate::mm::rmap::PageRef;
+use crate::mm::types::VM_WRITE;
 use crate::vmstat::VmEvent;
 
 /// NR_MAX_BATCHED_MIGRATION (= HPAGE_PMD_NR)
@@ -148,13 +149,16 @@ impl Kernel {
         let (head, nr) = self.folio_of(p);
         let src = self.mms[p.mm].vmas[p.vma].pt.nid(head) as usize;
         out.cost += nr as f64 * self.cost.page_copy_ns(self.topo.cpu_node[cpu], src, target);
+        // a PROT_NONE PTE kept the write bit (savedwrite) from 4.0 until 6.3: a writable entry
+        let writable_entry = self.feature(Feature::NumaPreserveWrite) && !self.feature(Feature::NumaDropSavedwrite);
+        let writable_vma = self.mms[p.mm].vmas[p.vma].flags & VM_WRITE != 0;
         for i in head..head + nr {
             let pt = &mut self.mms[p.mm].vmas[p.vma].pt;
             pt.set_node(i, target);
             if pt.protnone(i) {
-                // the entry was made from a PROT_NONE PTE: readable-exclusive, so the new PTE is
-                // present and read-only (a later write takes a write-protect fault)
-                pt.make_present(i, false);
+                // since 6.3 the entry made from a PROT_NONE PTE is readable-exclusive, so the new
+                // PTE is read-only (a later write takes a write-protect fault)
+                pt.make_present(i, writable_entry && writable_vma);
             }
             self.sampler_moved(p.mm, p.vma, i, src, target);
             self.free_page(src);
