@@ -183,7 +183,7 @@ impl Kernel {
         if let Some(s) = self.mms[mm].sampler.take() {
             // the process is gone: free its distribution and pending events, keep its histogram
             let hist = self.samplers[s].latency_hist;
-            self.samplers[s] = crate::workload::random::AccessSampler::new(mm, usize::MAX, Vec::new(), 0.0, 0.0, crate::sim::rng::Rng::new(0, 0));
+            self.samplers[s] = crate::workload::random::AccessSampler::new(mm, usize::MAX, Vec::new().into(), 0.0, 0.0, crate::sim::rng::Rng::new(0, 0));
             self.samplers[s].latency_hist = hist;
         }
         let m = &mut self.mms[mm];

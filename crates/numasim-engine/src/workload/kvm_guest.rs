@@ -112,7 +112,7 @@ impl KvmGuestSpec {
         let vma = k.mms[mm].mmap_anon(pages, VM_READ | VM_WRITE | VM_HUGEPAGE);
         let weights = vec![1.0 / pages as f64; pages as usize];
         let write_share = (100 - self.read_ratio) as f64 / 100.0;
-        let mut sampler = AccessSampler::new(mm, vma, weights, write_share, self.overhead_ns, Rng::new(rng.next_u64(), 0));
+        let mut sampler = AccessSampler::new(mm, vma, weights.into(), write_share, self.overhead_ns, Rng::new(rng.next_u64(), 0));
         sampler.kvm = Some(k.kvms.len());
         k.samplers.push(sampler);
         let s = k.samplers.len() - 1;

@@ -157,7 +157,7 @@ impl PmbenchSpec {
     }
 
     pub fn build(&self, k: &mut Kernel, index: usize, rng: &mut Rng) {
-        let weights = self.weights();
+        let weights: std::sync::Arc<[f64]> = self.weights().into();
         let allowed: Vec<bool> = k.topo.cpu_node.iter().map(|&n| self.nodes & (1 << n) != 0).collect();
         for _ in 0..self.processes {
             let mm = new_mm(k, "pmbench");

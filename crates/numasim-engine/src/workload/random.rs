@@ -14,6 +14,7 @@ use crate::topology::MAX_NODES;
 use crate::workload::Op;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
+use std::sync::Arc;
 
 /// An event: (threshold, tag) with tag = page << 9 | generation << 1 | write-only; ordered
 /// by threshold, then page.
@@ -190,8 +191,9 @@ fn sort_by_threshold(v: &mut Vec<(u64, u64)>) {
 pub struct AccessSampler {
     pub mm: usize,
     pub vma: usize,
-    /// p(k) for every page of the working set (pages beyond it are never touched).
-    pub weight: Vec<f64>,
+    /// p(k) for every page of the working set (pages beyond it are never touched); shared by
+    /// the processes of one workload.
+    pub weight: Arc<[f64]>,
     /// Share of accesses that are writes.
     pub write_share: f64,
     /// Per-access cost besides the memory access, ns (for the process's access rate).
@@ -216,7 +218,7 @@ pub struct AccessSampler {
 }
 
 impl AccessSampler {
-    pub fn new(mm: usize, vma: usize, weight: Vec<f64>, write_share: f64, overhead_ns: f64, rng: Rng) -> Self {
+    pub fn new(mm: usize, vma: usize, weight: Arc<[f64]>, write_share: f64, overhead_ns: f64, rng: Rng) -> Self {
         let n = weight.len();
         let mut s = AccessSampler {
             mm,

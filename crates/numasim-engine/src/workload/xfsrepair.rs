@@ -84,7 +84,7 @@ impl XfsRepairSpec {
         let vma = k.mms[mm].mmap_anon(pages, VM_READ | VM_WRITE);
         let weights = vec![1.0 / pages as f64; pages as usize];
         let write_share = (100 - self.read_ratio) as f64 / 100.0;
-        k.samplers.push(AccessSampler::new(mm, vma, weights, write_share, self.overhead_ns, Rng::new(rng.next_u64(), 0)));
+        k.samplers.push(AccessSampler::new(mm, vma, weights.into(), write_share, self.overhead_ns, Rng::new(rng.next_u64(), 0)));
         let sampler = k.samplers.len() - 1;
         k.mms[mm].sampler = Some(sampler);
         let main = new_task(k, mm, "xfs_repair", index, vec![Op::Spawn, Op::Join], None, (self.start_s * 1e9) as u64);
