@@ -46,31 +46,60 @@ pub fn latency_bucket(ns: f64) -> usize {
 const BUCKET_SHIFT: u32 = 18;
 /// Buckets held in the ring; events further out wait in an ordered map.
 const RING: u64 = 1024;
+/// Bits of a tag in a bucket's packed entry: a page index below 2^(TAG_BITS - 9).
+const TAG_BITS: u32 = 64 - BUCKET_SHIFT;
+const TAG_MASK: u64 = (1 << TAG_BITS) - 1;
+
+/// An event of a known bucket in 8 bytes: its threshold's offset in the bucket above its tag,
+/// so that packed entries of one bucket compare as their events do.
+fn pack(e: Event) -> u64 {
+    debug_assert!(e.1 <= TAG_MASK);
+    (e.0 & ((1 << BUCKET_SHIFT) - 1)) << TAG_BITS | e.1
+}
+
+/// The event of packed entry `p` of bucket `key`.
+fn unpack_in(key: u64, p: u64) -> Event {
+    (key << BUCKET_SHIFT | p >> TAG_BITS, p & TAG_MASK)
+}
 
 /// A calendar queue: events in buckets of 2^BUCKET_SHIFT accesses. The bucket being consumed is sorted
 /// once when its first event is taken (events pushed into it later go to a small heap); the
 /// next RING - 1 buckets are a ring of unsorted vectors, and events further out (rarely hit pages)
 /// an ordered map, so they cost nothing until their bucket comes up. A bucket becomes current
 /// only when its first event is popped, that is when the access counter has reached it, so
-/// new events (drawn after the counter) never land before the current bucket.
+/// new events (drawn after the counter) never land before the current bucket. Buckets hold
+/// their events packed (`pack`).
 #[derive(Debug, Clone)]
 struct Calendar {
     /// The current bucket, sorted descending (the earliest event last).
-    current: Vec<Event>,
+    current: Vec<u64>,
     /// Events pushed into the current bucket after it was sorted.
     late: BinaryHeap<Reverse<Event>>,
     current_key: u64,
     /// Buckets current_key+1 .. current_key+RING-1, at index key % RING.
-    ring: Vec<Vec<Event>>,
+    ring: Vec<Vec<u64>>,
     in_ring: usize,
-    far: BTreeMap<u64, Vec<Event>>,
+    far: BTreeMap<u64, Vec<u64>>,
     /// The next non-empty bucket after the current one and its earliest event, once looked up.
     next: Option<(u64, Event)>,
+    /// Scratch space of `sort_bucket`.
+    sorted: Vec<u64>,
+    bins: Vec<usize>,
 }
 
 impl Default for Calendar {
     fn default() -> Self {
-        Calendar { current: Vec::new(), late: BinaryHeap::new(), current_key: 0, ring: vec![Vec::new(); RING as usize], in_ring: 0, far: BTreeMap::new(), next: None }
+        Calendar {
+            current: Vec::new(),
+            late: BinaryHeap::new(),
+            current_key: 0,
+            ring: vec![Vec::new(); RING as usize],
+            in_ring: 0,
+            far: BTreeMap::new(),
+            next: None,
+            sorted: Vec::new(),
+            bins: Vec::new(),
+        }
     }
 }
 
@@ -82,10 +111,10 @@ impl Calendar {
             return;
         }
         if key < self.current_key + RING {
-            self.ring[(key % RING) as usize].push(e);
+            self.ring[(key % RING) as usize].push(pack(e));
             self.in_ring += 1;
         } else {
-            self.far.entry(key).or_default().push(e);
+            self.far.entry(key).or_default().push(pack(e));
         }
         self.next = match self.next {
             Some((k, m)) if k < key || (k == key && m <= e) => Some((k, m)),
@@ -101,7 +130,7 @@ impl Calendar {
         if self.next.is_none() {
             let key = if self.in_ring > 0 { (self.current_key + 1..self.current_key + RING).find(|&k| !self.ring[(k % RING) as usize].is_empty())? } else { *self.far.keys().next()? };
             let bucket = if self.in_ring > 0 { &self.ring[(key % RING) as usize] } else { &self.far[&key] };
-            self.next = bucket.iter().min().map(|&m| (key, m));
+            self.next = bucket.iter().min().map(|&m| (key, unpack_in(key, m)));
         }
         self.next
     }
@@ -127,18 +156,25 @@ impl Calendar {
             self.in_ring += events.len();
             self.ring[(k % RING) as usize].extend(events);
         }
-        bucket.sort_unstable_by(|a, b| b.cmp(a));
-        let spare = std::mem::replace(&mut self.current, bucket);
+        sort_bucket(&bucket, &mut self.sorted, &mut self.bins);
+        bucket.clear();
+        let sorted = std::mem::replace(&mut self.sorted, bucket);
+        let spare = std::mem::replace(&mut self.current, sorted);
         if spare.capacity() > 0 && self.ring[(key % RING) as usize].is_empty() {
             self.ring[(key % RING) as usize] = spare;
             self.ring[(key % RING) as usize].clear();
         }
     }
 
+    /// The earliest event of the current bucket, without the late ones.
+    fn current_last(&self) -> Option<Event> {
+        self.current.last().map(|&p| unpack_in(self.current_key, p))
+    }
+
     fn peek(&mut self) -> Option<Event> {
-        let now = match (self.current.last(), self.late.peek()) {
-            (Some(&a), Some(&Reverse(b))) => Some(a.min(b)),
-            (Some(&a), None) => Some(a),
+        let now = match (self.current_last(), self.late.peek()) {
+            (Some(a), Some(&Reverse(b))) => Some(a.min(b)),
+            (Some(a), None) => Some(a),
             (None, Some(&Reverse(b))) => Some(b),
             (None, None) => None,
         };
@@ -151,11 +187,48 @@ impl Calendar {
             self.adopt(key);
         }
         let e = self.peek()?;
-        if self.current.last() == Some(&e) {
-            self.current.pop()
+        if self.current_last() == Some(e) {
+            self.current.pop();
+            Some(e)
         } else {
             self.late.pop().map(|r| r.0)
         }
+    }
+}
+
+/// Sort a bucket's packed entries descending into `out`: distributed on their top bits (the
+/// threshold's offset) into about one bin per entry, then each bin sorted; the order of
+/// sorting them whole, in about linear time.
+fn sort_bucket(v: &[u64], out: &mut Vec<u64>, bins: &mut Vec<usize>) {
+    out.clear();
+    out.extend_from_slice(v);
+    if v.len() < 64 {
+        out.sort_unstable_by(|a, b| b.cmp(a));
+        return;
+    }
+    let bits = (usize::BITS - v.len().leading_zeros()).min(BUCKET_SHIFT);
+    let shift = 64 - bits;
+    // bin of !e: the highest entries first
+    bins.clear();
+    bins.resize((1 << bits) + 1, 0);
+    for &e in v {
+        bins[(!e >> shift) as usize + 1] += 1;
+    }
+    for i in 1..bins.len() {
+        bins[i] += bins[i - 1];
+    }
+    for &e in v {
+        let d = (!e >> shift) as usize;
+        out[bins[d]] = e;
+        bins[d] += 1;
+    }
+    // bins[d] is now where bin d ends
+    let mut start = 0;
+    for &end in &bins[..1 << bits] {
+        if end - start > 1 {
+            out[start..end].sort_unstable_by(|a, b| b.cmp(a));
+        }
+        start = end;
     }
 }
 
@@ -220,6 +293,7 @@ pub struct AccessSampler {
 impl AccessSampler {
     pub fn new(mm: usize, vma: usize, weight: Arc<[f64]>, write_share: f64, overhead_ns: f64, rng: Rng) -> Self {
         let n = weight.len();
+        assert!((n as u64) < 1 << (TAG_BITS - 9), "a sampled working set of {n} pages is too large");
         let mut s = AccessSampler {
             mm,
             vma,
@@ -304,7 +378,7 @@ impl AccessSampler {
     /// Pages of the events `d` places ahead in the first-touch queue and in the current bucket.
     fn ahead(&self, d: usize) -> [Option<u64>; 2] {
         let c = &self.heap.current;
-        [self.initial.get(self.cursor + d).map(|e| e.1), c.len().checked_sub(1 + d).map(|j| unpack(c[j]).1)]
+        [self.initial.get(self.cursor + d).map(|e| e.1), c.len().checked_sub(1 + d).map(|j| (c[j] & TAG_MASK) >> 9)]
     }
 
     pub fn rng_next(&mut self) -> u64 {
@@ -697,6 +771,20 @@ mod tests {
             popped += 1;
         }
         assert_eq!(popped, pushed, "no event lost");
+    }
+
+    /// A bucket's binned sort gives the order of a plain descending sort, spread or clustered.
+    #[test]
+    fn bucket_sort_matches_descending_order() {
+        let mut rng = crate::sim::rng::Rng::new(5, 0);
+        let (mut out, mut bins) = (Vec::new(), Vec::new());
+        for (len, spread) in [(0, 18), (5, 18), (63, 18), (64, 18), (3000, 18), (3000, 4), (5000, 0), (70_000, 18)] {
+            let v: Vec<u64> = (0..len).map(|_| super::pack((rng.next_u64() % (1 << spread), rng.next_u64() % (1 << 20)))).collect();
+            let mut want = v.clone();
+            want.sort_unstable_by(|a, b| b.cmp(a));
+            super::sort_bucket(&v, &mut out, &mut bins);
+            assert_eq!(out, want, "{len} entries over 2^{spread}");
+        }
     }
 
     /// The radix sort of the first-touch events gives the pairs' own order, ties by page.
