@@ -12,6 +12,7 @@ use crate::sim::prefetch::prefetch;
 use crate::sim::rng::Rng;
 use crate::topology::MAX_NODES;
 use crate::workload::Op;
+use std::cell::Cell;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 use std::sync::Arc;
@@ -36,9 +37,8 @@ pub fn latency_bucket(ns: f64) -> usize {
     if ns < 2.0 {
         0
     } else {
-        // floor(log2(ns)) from the integer part's highest set bit
-        let whole = ns.min((1u64 << 62) as f64) as u64;
-        (63 - whole.leading_zeros() as usize).min(LATENCY_BUCKETS - 1)
+        // floor(log2(ns)): the binary exponent (that of the integer part, at least 2)
+        (((ns.to_bits() >> 52) & 0x7ff) as usize - 1023).min(LATENCY_BUCKETS - 1)
     }
 }
 
@@ -259,6 +259,9 @@ fn sort_by_threshold(v: &mut Vec<(u64, u64)>) {
     }
 }
 
+// one bit per node in `AccessSampler::mean_known`
+const _: () = assert!(MAX_NODES <= 8);
+
 /// One process's access distribution and pending page events.
 #[derive(Debug, Clone)]
 pub struct AccessSampler {
@@ -271,8 +274,11 @@ pub struct AccessSampler {
     pub write_share: f64,
     /// Per-access cost besides the memory access, ns (for the process's access rate).
     pub overhead_ns: f64,
-    /// Probability mass of the populated pages on each node.
-    pub mass: [f64; MAX_NODES],
+    /// Probability mass of the populated pages on each node (changed by `add_mass` only).
+    mass: [f64; MAX_NODES],
+    /// `Kernel::mean_access_ns` from each node while `mass` is unchanged, known by bit.
+    mean_ns: [Cell<f64>; MAX_NODES],
+    mean_known: Cell<u8>,
     /// Accesses made by all threads of the process so far.
     pub counter: f64,
     /// Timed-loop accesses by latency: bucket b holds latencies in [2^b, 2^(b+1)) ns.
@@ -301,6 +307,8 @@ impl AccessSampler {
             write_share,
             overhead_ns,
             mass: [0.0; MAX_NODES],
+            mean_ns: Default::default(),
+            mean_known: Cell::new(0),
             counter: 0.0,
             latency_hist: [0.0; LATENCY_BUCKETS],
             initial: Vec::with_capacity(n),
@@ -381,6 +389,12 @@ impl AccessSampler {
         [self.initial.get(self.cursor + d).map(|e| e.1), c.len().checked_sub(1 + d).map(|j| (c[j] & TAG_MASK) >> 9)]
     }
 
+    /// Add `w` to the probability mass on `node`.
+    fn add_mass(&mut self, node: usize, w: f64) {
+        self.mass[node] += w;
+        self.mean_known.set(0);
+    }
+
     pub fn rng_next(&mut self) -> u64 {
         self.rng.next_u64()
     }
@@ -429,7 +443,8 @@ impl Kernel {
     pub fn sampler_populated(&mut self, mm: usize, vma: usize, idx: u64, node: usize) {
         if let Some(s) = self.sampler_of(mm, vma) {
             let s = &mut self.samplers[s];
-            s.mass[node] += s.weight.get(idx as usize).copied().unwrap_or(0.0);
+            let w = s.weight.get(idx as usize).copied().unwrap_or(0.0);
+            s.add_mass(node, w);
         }
     }
 
@@ -438,8 +453,8 @@ impl Kernel {
         if let Some(s) = self.sampler_of(mm, vma) {
             let s = &mut self.samplers[s];
             let w = s.weight.get(idx as usize).copied().unwrap_or(0.0);
-            s.mass[from] -= w;
-            s.mass[to] += w;
+            s.add_mass(from, -w);
+            s.add_mass(to, w);
         }
     }
 
@@ -606,6 +621,19 @@ impl Kernel {
 
     /// Mean ns per access for a task on `node` over the populated pages.
     fn mean_access_ns(&self, s: usize, node: usize) -> f64 {
+        let smp = &self.samplers[s];
+        let known = smp.mean_known.get();
+        if known & 1 << node != 0 {
+            return smp.mean_ns[node].get();
+        }
+        let mean = self.mean_access_ns_of(s, node);
+        smp.mean_ns[node].set(mean);
+        smp.mean_known.set(known | 1 << node);
+        mean
+    }
+
+    /// `mean_access_ns` computed from the masses.
+    fn mean_access_ns_of(&self, s: usize, node: usize) -> f64 {
         let smp = &self.samplers[s];
         let total: f64 = smp.mass.iter().sum();
         if total <= 0.0 {
@@ -805,7 +833,9 @@ mod tests {
         assert_eq!((super::latency_bucket(90.0), super::latency_bucket(145.0), super::latency_bucket(1.0)), (6, 7, 0));
         let mut k = hot_page_kernel("");
         let s = 0;
-        k.samplers[s].mass = [0.75, 0.25, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0];
+        k.samplers[s].mass = [0.0; 8];
+        k.samplers[s].add_mass(0, 0.75);
+        k.samplers[s].add_mass(1, 0.25);
         k.samplers[s].latency_hist = [0.0; super::LATENCY_BUCKETS];
         k.record_latencies(s, 0, 1000.0); // node 0: 90 ns local, 145 ns remote
         let h = k.samplers[s].latency_hist;
