@@ -158,12 +158,13 @@ impl PmbenchSpec {
 
     pub fn build(&self, k: &mut Kernel, index: usize, rng: &mut Rng) {
         let weights: std::sync::Arc<[f64]> = self.weights().into();
+        let write_share = (100 - self.read_ratio) as f64 / 100.0;
+        let ln_miss = AccessSampler::ln_miss_table(&weights);
         let allowed: Vec<bool> = k.topo.cpu_node.iter().map(|&n| self.nodes & (1 << n) != 0).collect();
         for _ in 0..self.processes {
             let mm = new_mm(k, "pmbench");
             let vma = k.mms[mm].mmap_anon(self.map_mib * 256, VM_READ | VM_WRITE);
-            let write_share = (100 - self.read_ratio) as f64 / 100.0;
-            k.samplers.push(AccessSampler::new(mm, vma, weights.clone(), write_share, self.overhead_ns, Rng::new(rng.next_u64(), 0)));
+            k.samplers.push(AccessSampler::with_table(mm, vma, weights.clone(), Some(ln_miss.clone()), write_share, self.overhead_ns, Rng::new(rng.next_u64(), 0)));
             let sampler = k.samplers.len() - 1;
             k.mms[mm].sampler = Some(sampler);
             let main = new_task(k, mm, "pmbench", index, vec![Op::Spawn, Op::Join], None, (self.start_s * 1e9) as u64);

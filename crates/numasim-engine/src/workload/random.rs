@@ -294,11 +294,39 @@ pub struct AccessSampler {
     /// The VM (index in `Kernel::kvms`) whose vCPUs make these accesses through its secondary
     /// MMU: a page needs a fault when its SPTE is gone, whatever the host PTE says.
     pub kvm: Option<usize>,
+    /// `ln_miss_table` of `weight`, if the workload made one.
+    ln_miss: Option<Arc<[f64]>>,
+}
+
+/// ln(1 - p) for a geometric draw with per-access probability p, or 0 when p <= 0 (never hit)
+/// and -inf when p >= 1 (hit at the next access).
+fn ln_miss(p: f64) -> f64 {
+    if p <= 0.0 {
+        0.0
+    } else if p >= 1.0 {
+        f64::NEG_INFINITY
+    } else {
+        libm::log1p(-p)
+    }
 }
 
 impl AccessSampler {
+    /// `ln_miss` of every page's p(k), computed once for all the processes of a workload
+    /// instead of at every draw of any access (first touch, scanned page), which come in
+    /// page order. (Write draws, at random pages, recompute theirs: a table entry would be a
+    /// cache miss.)
+    pub fn ln_miss_table(weight: &[f64]) -> Arc<[f64]> {
+        weight.iter().map(|&p| ln_miss(p)).collect()
+    }
+
     pub fn new(mm: usize, vma: usize, weight: Arc<[f64]>, write_share: f64, overhead_ns: f64, rng: Rng) -> Self {
+        Self::with_table(mm, vma, weight, None, write_share, overhead_ns, rng)
+    }
+
+    /// `new` with the `ln_miss_table` of `weight`.
+    pub fn with_table(mm: usize, vma: usize, weight: Arc<[f64]>, ln_miss: Option<Arc<[f64]>>, write_share: f64, overhead_ns: f64, rng: Rng) -> Self {
         let n = weight.len();
+        assert!(ln_miss.as_ref().is_none_or(|t| t.len() == n));
         assert!((n as u64) < 1 << (TAG_BITS - 9), "a sampled working set of {n} pages is too large");
         let mut s = AccessSampler {
             mm,
@@ -317,6 +345,7 @@ impl AccessSampler {
             generation: vec![1; n],
             rng,
             kvm: None,
+            ln_miss,
         };
         for k in 0..n as u64 {
             if let Some(at) = s.draw(k, false) {
@@ -330,33 +359,48 @@ impl AccessSampler {
     /// Access count at which page `k` is next hit (by a write, if `write_only`): the counter
     /// plus a geometric number of accesses.
     fn draw(&mut self, k: u64, write_only: bool) -> Option<u64> {
-        let p = self.weight[k as usize];
-        self.draw_with(p, write_only)
+        match &self.ln_miss {
+            Some(t) if !write_only => {
+                let l = t[k as usize];
+                self.draw_ln(l)
+            }
+            _ => self.draw_with(self.weight[k as usize], write_only),
+        }
     }
 
     /// As `draw` for an event hit with probability `p` per access.
     fn draw_with(&mut self, p: f64, write_only: bool) -> Option<u64> {
         let p = p * if write_only { self.write_share } else { 1.0 };
-        if p <= 0.0 {
+        self.draw_ln(ln_miss(p))
+    }
+
+    /// As `draw` for an event missed with log-probability `l` = `ln_miss(p)` per access.
+    fn draw_ln(&mut self, l: f64) -> Option<u64> {
+        if l == 0.0 {
             return None;
         }
         // U in (0, 1]; N = ceil(ln U / ln(1 - p)), at least 1
         let u = ((self.rng.next_u64() >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
-        let n = if p >= 1.0 { 1.0 } else { (libm::log(u) / libm::log1p(-p)).ceil().max(1.0) };
+        let n = if l == f64::NEG_INFINITY { 1.0 } else { (libm::log(u) / l).ceil().max(1.0) };
         Some((self.counter + n).min(u64::MAX as f64 / 2.0) as u64)
     }
 
     /// Accesses until page `k` is next hit (by a write only, if `write_only`): geometric.
     fn schedule(&mut self, k: u64, write_only: bool) {
-        let p = self.weight[k as usize];
-        self.schedule_with(k, p, write_only);
+        if let Some(at) = self.draw(k, write_only) {
+            self.push_event(k, at, write_only);
+        }
     }
 
     /// Schedule page `k`'s event at a draw with per-access probability `p`.
     fn schedule_with(&mut self, k: u64, p: f64, write_only: bool) {
-        let Some(at) = self.draw_with(p, write_only) else {
-            return;
-        };
+        if let Some(at) = self.draw_with(p, write_only) {
+            self.push_event(k, at, write_only);
+        }
+    }
+
+    /// Make page `k`'s event at access count `at` its only live one.
+    fn push_event(&mut self, k: u64, at: u64, write_only: bool) {
         // generation 1 belongs to the initial events; later ones skip it when wrapping
         let g = match self.generation[k as usize].wrapping_add(1) {
             1 => 2,
