@@ -232,30 +232,79 @@ fn sort_bucket(v: &[u64], out: &mut Vec<u64>, bins: &mut Vec<usize>) {
     }
 }
 
-/// Sort (threshold, page) pairs generated in increasing page order into (threshold, page)
-/// order: a stable LSD radix sort on the threshold, 11 bits per pass, as many passes as its
-/// highest set bit needs (the same order as sorting the pairs, in linear time).
-fn sort_by_threshold(v: &mut Vec<(u64, u64)>) {
+/// Sort distinct keys: an LSD radix sort, 11 bits per pass, as many passes as the highest key
+/// needs (linear time).
+fn sort_keys(v: &mut Vec<u64>) {
     const BITS: u32 = 11;
-    let max = v.iter().map(|e| e.0).max().unwrap_or(0);
+    let max = v.iter().copied().max().unwrap_or(0);
     let passes = (64 - max.leading_zeros()).div_ceil(BITS);
-    let mut tmp = vec![(0u64, 0u64); v.len()];
+    let mut tmp = vec![0u64; v.len()];
     for pass in 0..passes {
         let shift = pass * BITS;
         let mut count = [0usize; 1 << BITS];
-        for e in v.iter() {
-            count[((e.0 >> shift) as usize) & ((1 << BITS) - 1)] += 1;
+        for &e in v.iter() {
+            count[((e >> shift) as usize) & ((1 << BITS) - 1)] += 1;
         }
         let mut sum = 0;
         for c in count.iter_mut() {
             (*c, sum) = (sum, sum + *c);
         }
         for &e in v.iter() {
-            let d = ((e.0 >> shift) as usize) & ((1 << BITS) - 1);
+            let d = ((e >> shift) as usize) & ((1 << BITS) - 1);
             tmp[count[d]] = e;
             count[d] += 1;
         }
         std::mem::swap(v, &mut tmp);
+    }
+}
+
+/// The first-touch events in (threshold, page) order: packed as threshold << page_bits | page
+/// (8 bytes) while the threshold fits, then the rest, beyond any of those, as pairs; consumed
+/// from `cursor`, whose event is `front`.
+#[derive(Debug, Clone, Default)]
+struct FirstTouch {
+    packed: Vec<u64>,
+    page_bits: u32,
+    rest: Vec<(u64, u64)>,
+    cursor: usize,
+    front: Option<(u64, u64)>,
+}
+
+impl FirstTouch {
+    /// An empty queue for pages below `n`.
+    fn new(n: usize) -> Self {
+        let page_bits = usize::BITS - n.saturating_sub(1).leading_zeros();
+        FirstTouch { packed: Vec::with_capacity(n), page_bits, rest: Vec::new(), cursor: 0, front: None }
+    }
+
+    fn push(&mut self, at: u64, page: u64) {
+        if self.page_bits == 0 || at >> (64 - self.page_bits) == 0 {
+            self.packed.push(at << self.page_bits | page);
+        } else {
+            self.rest.push((at, page));
+        }
+    }
+
+    /// Put the events in order once all are pushed.
+    fn sort(&mut self) {
+        sort_keys(&mut self.packed);
+        self.rest.sort_unstable();
+        self.front = self.get(self.cursor);
+    }
+
+    /// Move on to the next event.
+    fn advance(&mut self) {
+        self.cursor += 1;
+        self.front = self.get(self.cursor);
+    }
+
+    /// Event `i` in order: (threshold, page).
+    #[inline]
+    fn get(&self, i: usize) -> Option<(u64, u64)> {
+        match self.packed.get(i) {
+            Some(&e) => Some((e >> self.page_bits, e & ((1 << self.page_bits) - 1))),
+            None => self.rest.get(i - self.packed.len()).copied(),
+        }
     }
 }
 
@@ -284,8 +333,7 @@ pub struct AccessSampler {
     /// Timed-loop accesses by latency: bucket b holds latencies in [2^b, 2^(b+1)) ns.
     pub latency_hist: [f64; LATENCY_BUCKETS],
     /// First-touch events, drawn at the start and sorted: (threshold, page), generation 1.
-    initial: Vec<(u64, u64)>,
-    cursor: usize,
+    initial: FirstTouch,
     /// Later events (PROT_NONE, read-only pages), by threshold.
     heap: Calendar,
     /// Generation of each page's latest event: an older event for the page is stale.
@@ -339,8 +387,7 @@ impl AccessSampler {
             mean_known: Cell::new(0),
             counter: 0.0,
             latency_hist: [0.0; LATENCY_BUCKETS],
-            initial: Vec::with_capacity(n),
-            cursor: 0,
+            initial: FirstTouch::new(n),
             heap: Calendar::default(),
             generation: vec![1; n],
             rng,
@@ -349,10 +396,10 @@ impl AccessSampler {
         };
         for k in 0..n as u64 {
             if let Some(at) = s.draw(k, false) {
-                s.initial.push((at, k));
+                s.initial.push(at, k);
             }
         }
-        sort_by_threshold(&mut s.initial);
+        s.initial.sort();
         s
     }
 
@@ -412,11 +459,11 @@ impl AccessSampler {
 
     /// Drop stale events at the front of both queues.
     fn skip_stale(&mut self) {
-        while let Some(&(_, k)) = self.initial.get(self.cursor) {
+        while let Some((_, k)) = self.initial.front {
             if self.generation[k as usize] == 1 {
                 break;
             }
-            self.cursor += 1;
+            self.initial.advance();
         }
         while let Some(e) = self.heap.peek() {
             let (_, k, g, _) = unpack(e);
@@ -430,7 +477,7 @@ impl AccessSampler {
     /// Pages of the events `d` places ahead in the first-touch queue and in the current bucket.
     fn ahead(&self, d: usize) -> [Option<u64>; 2] {
         let c = &self.heap.current;
-        [self.initial.get(self.cursor + d).map(|e| e.1), c.len().checked_sub(1 + d).map(|j| (c[j] & TAG_MASK) >> 9)]
+        [self.initial.get(self.initial.cursor + d).map(|e| e.1), c.len().checked_sub(1 + d).map(|j| (c[j] & TAG_MASK) >> 9)]
     }
 
     /// Add `w` to the probability mass on `node`.
@@ -446,7 +493,7 @@ impl AccessSampler {
     /// Accesses left before the next pending event (f64::INFINITY if none).
     pub fn until_next(&mut self) -> f64 {
         self.skip_stale();
-        let a = self.initial.get(self.cursor).map(|e| e.0);
+        let a = self.initial.front.map(|e| e.0);
         let b = self.heap.peek().map(|e| e.0);
         match a.into_iter().chain(b).min() {
             Some(at) => (at as f64 - self.counter).max(0.0),
@@ -456,16 +503,16 @@ impl AccessSampler {
 
     /// Take the earliest event; call right after `until_next`, which dropped stale fronts.
     fn pop(&mut self) -> Option<(u64, bool)> {
-        let a = self.initial.get(self.cursor).copied();
+        let a = self.initial.front;
         let b = self.heap.peek();
         match (a, b) {
             (Some((at, k)), Some((bt, _))) if at <= bt => {
-                self.cursor += 1;
+                self.initial.advance();
                 self.generation[k as usize] = 0;
                 Some((k, false))
             }
             (Some((_, k)), None) => {
-                self.cursor += 1;
+                self.initial.advance();
                 self.generation[k as usize] = 0;
                 Some((k, false))
             }
@@ -859,15 +906,21 @@ mod tests {
         }
     }
 
-    /// The radix sort of the first-touch events gives the pairs' own order, ties by page.
+    /// The first-touch queue gives the pairs' own order, ties by page, whether packed or not.
     #[test]
-    fn threshold_sort_matches_pair_order() {
+    fn first_touch_order_matches_pair_order() {
         let mut rng = crate::sim::rng::Rng::new(3, 0);
-        let mut v: Vec<(u64, u64)> = (0..5000u64).map(|k| (rng.next_u64() % if k % 2 == 0 { 1 << 40 } else { 300 }, k)).collect();
+        let v: Vec<(u64, u64)> = (0..5000u64).map(|k| (rng.next_u64() % if k % 2 == 0 { 1 << 40 } else { 300 }, k)).collect();
         let mut want = v.clone();
         want.sort_unstable();
-        super::sort_by_threshold(&mut v);
-        assert_eq!(v, want);
+        for n in [5000, 1 << 30] {
+            let mut q = super::FirstTouch::new(n);
+            v.iter().for_each(|&(at, k)| q.push(at, k));
+            q.sort();
+            assert_eq!(q.rest.is_empty(), n == 5000);
+            assert_eq!((0..want.len()).map(|i| q.get(i).unwrap()).collect::<Vec<_>>(), want);
+            assert_eq!(q.get(want.len()), None);
+        }
     }
 
     /// pmbench's histogram: ordinary accesses land in the buckets of their node's latency, in
