@@ -186,12 +186,14 @@ impl Calendar {
             let (key, _) = self.look_ahead()?;
             self.adopt(key);
         }
-        let e = self.peek()?;
-        if self.current_last() == Some(e) {
-            self.current.pop();
-            Some(e)
-        } else {
-            self.late.pop().map(|r| r.0)
+        // the earlier of the two fronts, the current bucket's on a tie
+        match (self.current_last(), self.late.peek()) {
+            (Some(a), Some(&Reverse(b))) if b < a => self.late.pop().map(|r| r.0),
+            (Some(a), _) => {
+                self.current.pop();
+                Some(a)
+            }
+            (None, _) => self.late.pop().map(|r| r.0),
         }
     }
 }
@@ -469,8 +471,8 @@ impl AccessSampler {
         self.heap.push(event(at, k, g, write_only));
     }
 
-    /// Drop stale events at the front of both queues.
-    fn skip_stale(&mut self) {
+    /// Drop stale events at the front of both queues; returns the calendar's front.
+    fn skip_stale(&mut self) -> Option<Event> {
         while let Some((_, k)) = self.initial.front {
             if self.generation[k as usize] == 1 {
                 break;
@@ -480,10 +482,11 @@ impl AccessSampler {
         while let Some(e) = self.heap.peek() {
             let (_, k, g, _) = unpack(e);
             if self.generation[k as usize] == g {
-                break;
+                return Some(e);
             }
             self.heap.pop();
         }
+        None
     }
 
     /// Pages of the events `d` places ahead in the first-touch queue and in the current bucket.
@@ -504,9 +507,8 @@ impl AccessSampler {
 
     /// Accesses left before the next pending event (f64::INFINITY if none).
     pub fn until_next(&mut self) -> f64 {
-        self.skip_stale();
+        let b = self.skip_stale().map(|e| e.0);
         let a = self.initial.front.map(|e| e.0);
-        let b = self.heap.peek().map(|e| e.0);
         match a.into_iter().chain(b).min() {
             Some(at) => (at as f64 - self.counter).max(0.0),
             None => f64::INFINITY,
