@@ -310,8 +310,9 @@ impl FirstTouch {
     }
 }
 
-// one bit per node in `AccessSampler::mean_known`
-const _: () = assert!(MAX_NODES <= 8);
+// one bit per node in `AccessSampler::mean_known`, and one for the total
+const _: () = assert!(MAX_NODES < 16);
+const TOTAL_KNOWN: u16 = 1 << MAX_NODES;
 
 /// One process's access distribution and pending page events.
 #[derive(Debug, Clone)]
@@ -329,7 +330,9 @@ pub struct AccessSampler {
     mass: [f64; MAX_NODES],
     /// `Kernel::mean_access_ns` from each node while `mass` is unchanged, known by bit.
     mean_ns: [Cell<f64>; MAX_NODES],
-    mean_known: Cell<u8>,
+    /// The sum of `mass` while unchanged, known by bit TOTAL_KNOWN.
+    mass_total: Cell<f64>,
+    mean_known: Cell<u16>,
     /// Accesses made by all threads of the process so far.
     pub counter: f64,
     /// Timed-loop accesses by latency: bucket b holds latencies in [2^b, 2^(b+1)) ns.
@@ -398,6 +401,7 @@ impl AccessSampler {
             overhead_ns,
             mass: [0.0; MAX_NODES],
             mean_ns: Default::default(),
+            mass_total: Cell::new(0.0),
             mean_known: Cell::new(0),
             counter: 0.0,
             latency_hist: [0.0; LATENCY_BUCKETS],
@@ -493,6 +497,18 @@ impl AccessSampler {
     fn ahead(&self, d: usize) -> [Option<u64>; 2] {
         let c = &self.heap.current;
         [self.initial.get(self.initial.cursor + d).map(|e| e.1), c.len().checked_sub(1 + d).map(|j| (c[j] & TAG_MASK) >> 9)]
+    }
+
+    /// The sum of `mass` over all nodes.
+    fn mass_total(&self) -> f64 {
+        let known = self.mean_known.get();
+        if known & TOTAL_KNOWN != 0 {
+            return self.mass_total.get();
+        }
+        let total: f64 = self.mass.iter().sum();
+        self.mass_total.set(total);
+        self.mean_known.set(known | TOTAL_KNOWN);
+        total
     }
 
     /// Add `w` to the probability mass on `node`.
@@ -733,14 +749,14 @@ impl Kernel {
         }
         let mean = self.mean_access_ns_of(s, node);
         smp.mean_ns[node].set(mean);
-        smp.mean_known.set(known | 1 << node);
+        smp.mean_known.set(smp.mean_known.get() | 1 << node);
         mean
     }
 
     /// `mean_access_ns` computed from the masses.
     fn mean_access_ns_of(&self, s: usize, node: usize) -> f64 {
         let smp = &self.samplers[s];
-        let total: f64 = smp.mass.iter().sum();
+        let total = smp.mass_total();
         if total <= 0.0 {
             return self.cost.latency_ns[node][node];
         }
@@ -793,7 +809,7 @@ impl Kernel {
     /// `n` ordinary accesses from `node`, split over the memory nodes by probability mass.
     fn record_latencies(&mut self, s: usize, node: usize, n: f64) {
         let smp = &mut self.samplers[s];
-        let total: f64 = smp.mass.iter().sum();
+        let total = smp.mass_total();
         if total <= 0.0 || n <= 0.0 {
             return;
         }
