@@ -234,15 +234,15 @@ fn sort_bucket(v: &[u64], out: &mut Vec<u64>, bins: &mut Vec<usize>) {
     }
 }
 
-/// Sort distinct keys: an LSD radix sort, 11 bits per pass, as many passes as the highest key
-/// needs (linear time).
-fn sort_keys(v: &mut Vec<u64>) {
+/// Stable sort of keys on their bits from `low` up: an LSD radix sort, 11 bits per pass, as many
+/// passes as the highest key needs (linear time).
+fn sort_keys(v: &mut Vec<u64>, low: u32) {
     const BITS: u32 = 11;
     let max = v.iter().copied().max().unwrap_or(0);
-    let passes = (64 - max.leading_zeros()).div_ceil(BITS);
+    let passes = (64 - max.leading_zeros()).saturating_sub(low).div_ceil(BITS);
     let mut tmp = vec![0u64; v.len()];
     for pass in 0..passes {
-        let shift = pass * BITS;
+        let shift = low + pass * BITS;
         let mut count = [0usize; 1 << BITS];
         for &e in v.iter() {
             count[((e >> shift) as usize) & ((1 << BITS) - 1)] += 1;
@@ -287,9 +287,10 @@ impl FirstTouch {
         }
     }
 
-    /// Put the events in order once all are pushed.
+    /// Put the events in order once all are pushed, in page order: a stable sort on the
+    /// thresholds leaves ties in page order.
     fn sort(&mut self) {
-        sort_keys(&mut self.packed);
+        sort_keys(&mut self.packed, self.page_bits);
         self.rest.sort_unstable();
         self.front = self.get(self.cursor);
     }
