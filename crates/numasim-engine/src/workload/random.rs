@@ -135,7 +135,8 @@ impl Calendar {
         self.next
     }
 
-    /// Make bucket `key` (the next non-empty one) current.
+    /// Make bucket `key` (the next non-empty one) current (out of line: once a bucket).
+    #[inline(never)]
     fn adopt(&mut self, key: u64) {
         let from_far = self.in_ring == 0;
         self.current_key = key;
