@@ -35,6 +35,8 @@ pub struct SimEvents {
 
 /// RNG stream of the allocator's fragmentation draws (see simulation.rs for the others).
 const RNG_FRAGMENTATION: u64 = 2;
+/// RNG stream of scheduler races (which thread wins an mm's scan window).
+const RNG_SCHED: u64 = 3;
 
 pub struct Kernel {
     pub topo: Topology,
@@ -69,6 +71,7 @@ pub struct Kernel {
     /// Chance that a no-compaction PMD-order allocation finds no free block (machine.fragmentation).
     pub fragmentation: f64,
     pub frag_rng: crate::sim::rng::Rng,
+    pub sched_rng: crate::sim::rng::Rng,
     /// Per-order anon_fault_alloc / anon_fault_fallback (hugepages-<size>kB/stats).
     pub mthp_stats: [[u64; 2]; 10],
     /// NUMA migrations of each large folio ever migrated, by (mm, vma, head).
@@ -102,6 +105,7 @@ impl Kernel {
             numa_moves: Vec::new(),
             fragmentation: s.machine.fragmentation,
             frag_rng: crate::sim::rng::Rng::new(s.seed, RNG_FRAGMENTATION),
+            sched_rng: crate::sim::rng::Rng::new(s.seed, RNG_SCHED),
             mthp_stats: [[0; 2]; 10],
             folio_migrations: Default::default(),
         }

@@ -104,6 +104,31 @@ impl Kernel {
         }
     }
 
+    /// Threads of one mm whose task work is pending race for its scan window: the first to
+    /// reach the cmpxchg on numa_next_scan scans, the others return early. CPUs take the tick
+    /// together and return to user space in no set order, so the winner is any of them; the
+    /// losers' work is dropped (it would find numa_next_scan moved on, with no side effect).
+    // kernel/sched/fair.c: task_numa_work (try_cmpxchg on mm->numa_next_scan)
+    pub fn numa_scan_window_race(&mut self) {
+        let mut pending: Vec<(usize, usize)> = (0..self.cpus.len())
+            .filter_map(|c| self.cpus[c].curr())
+            .filter(|&t| self.tasks[t].numa.work_pending && self.now >= self.mms[self.tasks[t].mm].numa_next_scan)
+            .map(|t| (self.tasks[t].mm, t))
+            .collect();
+        if pending.len() < 2 {
+            return;
+        }
+        pending.sort_unstable();
+        for group in pending.chunk_by(|a, b| a.0 == b.0).filter(|g| g.len() > 1) {
+            let winner = (self.sched_rng.next_u64() % group.len() as u64) as usize;
+            for (i, &(_, t)) in group.iter().enumerate() {
+                if i != winner {
+                    self.tasks[t].numa.work_pending = false;
+                }
+            }
+        }
+    }
+
     // kernel/sched/fair.c: reset_ptenuma_scan
     fn reset_ptenuma_scan(&mut self, mm: usize) {
         let m = &mut self.mms[mm];
@@ -359,6 +384,29 @@ mod window_tests {
         k.mms[0].numa_next_scan = k.now + 1;
         k.task_numa_work(t);
         assert_eq!(k.vmstat.get(VmEvent::NumaPteUpdates), 0);
+    }
+
+    /// kernel/sched/fair.c: task_numa_work (try_cmpxchg on mm->numa_next_scan) — of the threads
+    /// of one mm with task work pending, exactly one keeps it, and not always the one on the
+    /// lowest CPU; a closed gate leaves pending work alone.
+    #[test]
+    fn one_random_thread_wins_the_scan_window() {
+        let mut k = small_kernel("");
+        let threads: Vec<usize> = (0..4).map(|i| thread(&k, i)).collect();
+        let mut wins = [0; 4];
+        for _ in 0..200 {
+            k.mms[0].numa_next_scan = k.now;
+            threads.iter().for_each(|&t| k.tasks[t].numa.work_pending = true);
+            k.numa_scan_window_race();
+            let pending: Vec<usize> = (0..4).filter(|&i| k.tasks[threads[i]].numa.work_pending).collect();
+            assert_eq!(pending.len(), 1, "one winner per mm");
+            wins[pending[0]] += 1;
+        }
+        assert!(wins.iter().all(|&w| w > 20), "every thread wins sometimes: {wins:?}");
+        k.mms[0].numa_next_scan = k.now + 1;
+        threads.iter().for_each(|&t| k.tasks[t].numa.work_pending = true);
+        k.numa_scan_window_race();
+        assert!(threads.iter().all(|&t| k.tasks[t].numa.work_pending), "no race before the gate opens");
     }
 
     /// mm/mempolicy.c: vma_policy_mof — a VMA under a policy without MPOL_F_MOF is skipped.
