@@ -32,15 +32,45 @@ def test_registered_with_the_five_columns():
     exp = experiments.get("vma-flags-grouping")
     assert exp.columns == COLUMNS
     keys = list(exp.scenarios())
-    assert len(keys) == 25
-    assert set(keys) == {(b, c) for b in [*TESTS, "xfs_repair"] for c in COLUMNS}
+    assert len(keys) == 20 + 5 * vfg.XFS_ITERATIONS
+    assert set(keys) == ({(b, c) for b in TESTS for c in COLUMNS}
+                         | {("xfs_repair", c, i) for c in COLUMNS for i in range(vfg.XFS_ITERATIONS)})
+
+
+def test_xfs_repair_iterations_differ_in_seed_only():
+    texts = experiments.get("vma-flags-grouping").scenarios({"seed": 7})
+    runs = [tomllib.loads(texts["xfs_repair", "3.19", i]) for i in range(vfg.XFS_ITERATIONS)]
+    assert [d.pop("seed") for d in runs] == [7 + i for i in range(vfg.XFS_ITERATIONS)]
+    assert all(d == runs[0] for d in runs)
+
+
+def test_xfs_repair_rows_are_the_mean_of_the_iterations():
+    from numasim.experiments.registry import RunOutcome
+
+    res = changelog_results()
+    outcomes = {k: RunOutcome(result=r) for k, r in res.items() if k[0] != "xfs_repair"}
+    for c in COLUMNS:
+        base = res["xfs_repair", c]
+        for i, f in enumerate([0.5, 1.0, 1.5]):  # mean factor 1.0
+            outcomes["xfs_repair", c, i] = RunOutcome(result=fake(
+                {k: int(v * f) for k, v in base.counters.items()}, base.times["system_s"] * f,
+                base.times["elapsed_s"] * f))
+    rows = {r.metric: r for r in experiments.get("vma-flags-grouping").evaluate(outcomes)}
+    assert rows["xfsrepair syst-xfsrepair"].values == pytest.approx(dict(zip(COLUMNS, [t[0] for t in XFS_TIMES])))
+    assert rows["xfsrepair syst-xfsrepair"].ok
+    outcomes["xfs_repair", "+slowscan", 2] = RunOutcome(error="boom")
+    rows = {r.metric: r for r in experiments.get("vma-flags-grouping").evaluate(outcomes)}
+    assert rows["xfsrepair syst-xfsrepair"].values["+slowscan"] is None
+    assert not rows["xfsrepair syst-xfsrepair"].ok
+    assert not rows["run xfs_repair +slowscan 2 failed"].ok
 
 
 @pytest.mark.parametrize("bench", [*TESTS, "xfs_repair"])
 def test_columns_differ_only_in_version_and_features(bench):
     exp = experiments.get("vma-flags-grouping")
     texts = exp.scenarios()
-    parsed = {c: tomllib.loads(texts[bench, c]) for c in COLUMNS}
+    key = (lambda c: (bench, c, 0)) if bench == "xfs_repair" else (lambda c: (bench, c))
+    parsed = {c: tomllib.loads(texts[key(c)]) for c in COLUMNS}
     rest = {}
     for c, d in parsed.items():
         assert d["machine"] == {"profile": "intel-4s-48c"}
@@ -242,9 +272,11 @@ def test_evaluate_reports_failed_runs():
 
     res = changelog_results()
     outcomes = {k: RunOutcome(result=r) for k, r in res.items()}
-    outcomes["xfs_repair", "3.19"] = RunOutcome(error="ScenarioError: workload[0].kind: unknown")
+    for c in COLUMNS:
+        outcomes["xfs_repair", c, 0] = outcomes.pop(("xfs_repair", c))
+    outcomes["xfs_repair", "3.19", 0] = RunOutcome(error="ScenarioError: workload[0].kind: unknown")
     rows = experiments.get("vma-flags-grouping").evaluate(copy.copy(outcomes))
-    failed = [r for r in rows if r.metric == "run xfs_repair 3.19 failed"]
+    failed = [r for r in rows if r.metric == "run xfs_repair 3.19 0 failed"]
     assert len(failed) == 1 and not failed[0].ok and "unknown" in failed[0].check
 
 
