@@ -643,25 +643,34 @@ impl Kernel {
         if p <= 0.0 {
             return None;
         }
+        let threads = self.sampler_threads.get(s).map_or(&[][..], |v| &v[..]);
+        if threads.iter().all(|&o| o == t) {
+            return None;
+        }
+        let p = p.min(1.0 - 1e-12);
+        let overhead = self.samplers[s].overhead_ns;
+        let u = (self.samplers[s].rng_next() >> 11) as f64 / (1u64 << 53) as f64;
+        // quick rejection, the same answer as the exact test below: hit = 1 - (1 - p)^n is at
+        // most n p / (1 - p), and n at most every thread at the lowest latency (a margin
+        // covers rounding)
+        let nodes = 0..self.topo.nr_nodes;
+        let fastest = nodes.clone().flat_map(|a| nodes.clone().map(move |b| (a, b))).map(|(a, b)| self.cost.latency_ns[a][b]).fold(f64::INFINITY, f64::min);
+        let most = threads.len() as f64 * window_ns / (fastest + overhead);
+        if u >= most * p / (1.0 - p) * (1.0 + 1e-9) {
+            return None;
+        }
         // accesses the process's other threads in their access loop make during the window
         let mut on_node = [0u32; MAX_NODES];
-        let threads = self.sampler_threads.get(s).map_or(&[][..], |v| &v[..]);
         for &o in threads.iter().filter(|&&o| o != t) {
             on_node[self.topo.cpu_node[self.tasks[o].cpu]] += 1;
         }
         let others: u64 = on_node.iter().map(|&c| c as u64).sum();
-        if others == 0 {
-            return None;
-        }
-        let overhead = self.samplers[s].overhead_ns;
         let n: f64 = (0..self.topo.nr_nodes).filter(|&m| on_node[m] > 0).map(|m| on_node[m] as f64 * window_ns / (self.mean_access_ns(s, m) + overhead)).sum();
-        let hit = -libm::expm1(n * libm::log1p(-p.min(1.0 - 1e-12)));
-        let smp = &mut self.samplers[s];
-        let u = (smp.rng_next() >> 11) as f64 / (1u64 << 53) as f64;
+        let hit = -libm::expm1(n * libm::log1p(-p));
         if u >= hit {
             return None;
         }
-        let pick = smp.rng_next() % others;
+        let pick = self.samplers[s].rng_next() % others;
         self.sampler_threads[s].iter().copied().filter(|&o| o != t).nth(pick as usize)
     }
 
