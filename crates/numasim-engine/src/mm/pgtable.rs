@@ -2,7 +2,7 @@
 //! so that an access stream can cross a block whose pages need no fault in O(nodes).
 //!
 //! Per page (`PageEntry`, 8 bytes, eight to a cache line, so that an event touches one line):
-//! node, PTE flags, folio order, last_cpupid. A folio of order o covers the 2^o pages from
+//! node, PTE flags, folio order, last_cpupid, and a sampled page's event generation. A folio of order o covers the 2^o pages from
 //! its naturally aligned head; its pages share node and flags, changed together by the folio
 //! operations. A PMD-mapped THP is an order-9 folio whose block has `pmd` set.
 
@@ -29,10 +29,14 @@ pub struct PageEntry {
     pub flags: u8,
     /// Order of the folio holding the page (0 when unpopulated).
     pub order: u8,
+    /// Generation of the page's latest random-access event (`workload/random.rs`; 1, that of
+    /// the first-touch events, at the start): simulator state, not the kernel's, kept in what
+    /// would be padding so that checking an event reads the line its fault needs anyway.
+    pub event_gen: u8,
     pub last_cpupid: u32,
 }
 
-const EMPTY: PageEntry = PageEntry { node: NO_NODE, flags: 0, order: 0, last_cpupid: CPUPID_UNSET };
+const EMPTY: PageEntry = PageEntry { node: NO_NODE, flags: 0, order: 0, event_gen: 1, last_cpupid: CPUPID_UNSET };
 
 /// Summary of one 2 MiB block: populated pages per node, and how many need a fault.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -196,6 +200,7 @@ impl PageTable {
         k.populated -= 1;
         // zap_huge_pmd: unmapping any page of a PMD-mapped THP removes the PMD
         k.pmd = false;
+        // (the event generation stays: an event drawn for the page may still be pending)
         let e = &mut self.pages[i as usize];
         (e.node, e.flags, e.order, e.last_cpupid) = (NO_NODE, 0, 0, CPUPID_UNSET);
         n

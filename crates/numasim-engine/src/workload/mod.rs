@@ -78,11 +78,11 @@ impl WorkloadSpec {
         }
     }
 
-    /// Host bytes the engine keeps per page of this workload: the page entry (8 B), plus for
-    /// random-access workloads the weight (8 B), event generation (1 B) and heap entry (24 B).
+    /// Host bytes the engine keeps per page of this workload: the page entry (8 B, with the
+    /// event generation), plus for random-access workloads the weight (8 B) and heap entry (24 B).
     pub fn host_bytes_per_page(&self) -> u64 {
         match self {
-            WorkloadSpec::Pmbench(_) | WorkloadSpec::XfsRepair(_) | WorkloadSpec::KvmGuest(_) => 8 + 8 + 1 + 24,
+            WorkloadSpec::Pmbench(_) | WorkloadSpec::XfsRepair(_) | WorkloadSpec::KvmGuest(_) => 8 + 8 + 24,
             _ => 8,
         }
     }

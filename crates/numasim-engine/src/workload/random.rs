@@ -8,6 +8,7 @@
 //! first toucher is exact in distribution and the cost follows the number of NUMA events.
 
 use crate::kernel::Kernel;
+use crate::mm::pgtable::PageEntry;
 use crate::sim::prefetch::prefetch;
 use crate::sim::rng::Rng;
 use crate::topology::MAX_NODES;
@@ -341,10 +342,10 @@ pub struct AccessSampler {
     pub latency_hist: [f64; LATENCY_BUCKETS],
     /// First-touch events, drawn at the start and sorted: (threshold, page), generation 1.
     initial: FirstTouch,
-    /// Later events (PROT_NONE, read-only pages), by threshold.
+    /// Later events (PROT_NONE, read-only pages), by threshold. The generation of each
+    /// page's latest event is in its page entry (`PageEntry::event_gen`), passed to the
+    /// methods below as `pages`: an older event for the page is stale.
     heap: Calendar,
-    /// Generation of each page's latest event: an older event for the page is stale.
-    generation: Vec<u8>,
     rng: Rng,
     /// The VM (index in `Kernel::kvms`) whose vCPUs make these accesses through its secondary
     /// MMU: a page needs a fault when its SPTE is gone, whatever the host PTE says.
@@ -420,7 +421,6 @@ impl AccessSampler {
             latency_hist: [0.0; LATENCY_BUCKETS],
             initial: FirstTouch::new(n),
             heap: Calendar::default(),
-            generation: vec![1; n],
             rng,
             kvm: None,
             ln_miss,
@@ -464,41 +464,41 @@ impl AccessSampler {
     }
 
     /// Accesses until page `k` is next hit (by a write only, if `write_only`): geometric.
-    fn schedule(&mut self, k: u64, write_only: bool) {
+    fn schedule(&mut self, pages: &mut [PageEntry], k: u64, write_only: bool) {
         if let Some(at) = self.draw(k, write_only) {
-            self.push_event(k, at, write_only);
+            self.push_event(pages, k, at, write_only);
         }
     }
 
     /// Schedule page `k`'s event at a draw with per-access probability `p`.
-    fn schedule_with(&mut self, k: u64, p: f64, write_only: bool) {
+    fn schedule_with(&mut self, pages: &mut [PageEntry], k: u64, p: f64, write_only: bool) {
         if let Some(at) = self.draw_with(p, write_only) {
-            self.push_event(k, at, write_only);
+            self.push_event(pages, k, at, write_only);
         }
     }
 
     /// Make page `k`'s event at access count `at` its only live one.
-    fn push_event(&mut self, k: u64, at: u64, write_only: bool) {
+    fn push_event(&mut self, pages: &mut [PageEntry], k: u64, at: u64, write_only: bool) {
         // generation 1 belongs to the initial events; later ones skip it when wrapping
-        let g = match self.generation[k as usize].wrapping_add(1) {
+        let e = &mut pages[k as usize];
+        e.event_gen = match e.event_gen.wrapping_add(1) {
             1 => 2,
             g => g,
         };
-        self.generation[k as usize] = g;
-        self.heap.push(event(at, k, g, write_only));
+        self.heap.push(event(at, k, e.event_gen, write_only));
     }
 
     /// Drop stale events at the front of both queues; returns the calendar's front.
-    fn skip_stale(&mut self) -> Option<Event> {
+    fn skip_stale(&mut self, pages: &[PageEntry]) -> Option<Event> {
         while let Some((_, k)) = self.initial.front {
-            if self.generation[k as usize] == 1 {
+            if pages[k as usize].event_gen == 1 {
                 break;
             }
             self.initial.advance();
         }
         while let Some(e) = self.heap.peek() {
             let (_, k, g, _) = unpack(e);
-            if self.generation[k as usize] == g {
+            if pages[k as usize].event_gen == g {
                 return Some(e);
             }
             self.heap.pop();
@@ -535,8 +535,8 @@ impl AccessSampler {
     }
 
     /// Accesses left before the next pending event (f64::INFINITY if none).
-    pub fn until_next(&mut self) -> f64 {
-        let b = self.skip_stale().map(|e| e.0);
+    fn until_next(&mut self, pages: &[PageEntry]) -> f64 {
+        let b = self.skip_stale(pages).map(|e| e.0);
         let a = self.initial.front.map(|e| e.0);
         match a.into_iter().chain(b).min() {
             Some(at) => (at as f64 - self.counter).max(0.0),
@@ -545,18 +545,18 @@ impl AccessSampler {
     }
 
     /// Take the earliest event; call right after `until_next`, which dropped stale fronts.
-    fn pop(&mut self) -> Option<(u64, bool)> {
+    fn pop(&mut self, pages: &mut [PageEntry]) -> Option<(u64, bool)> {
         let a = self.initial.front;
         let b = self.heap.peek();
         match (a, b) {
             (Some((at, k)), Some((bt, _))) if at <= bt => {
                 self.initial.advance();
-                self.generation[k as usize] = 0;
+                pages[k as usize].event_gen = 0;
                 Some((k, false))
             }
             (Some((_, k)), None) => {
                 self.initial.advance();
-                self.generation[k as usize] = 0;
+                pages[k as usize].event_gen = 0;
                 Some((k, false))
             }
             (_, Some(_)) => self.heap.pop().map(|e| {
@@ -571,6 +571,14 @@ impl AccessSampler {
 impl Kernel {
     fn sampler_of(&self, mm: usize, vma: usize) -> Option<usize> {
         self.mms[mm].sampler.filter(|&s| self.samplers[s].vma == vma)
+    }
+
+    /// Sampler `s` and the page entries of its VMA, which hold its events' generations
+    /// (none once its process has exited).
+    fn sampler_pages(&mut self, s: usize) -> (&mut AccessSampler, &mut [PageEntry]) {
+        let smp = &mut self.samplers[s];
+        let pages = self.mms[smp.mm].vmas.get_mut(smp.vma).map_or(&mut [][..], |v| &mut v.pt.pages[..]);
+        (smp, pages)
     }
 
     /// A page of a sampled VMA was populated on `node`.
@@ -595,8 +603,9 @@ impl Kernel {
     /// The page's next access (or next write) needs a fault: draw when it comes.
     pub fn sampler_needs_fault(&mut self, mm: usize, vma: usize, idx: u64, write_only: bool) {
         if let Some(s) = self.sampler_of(mm, vma).filter(|&s| self.samplers[s].kvm.is_none()) {
-            if (idx as usize) < self.samplers[s].weight.len() {
-                self.samplers[s].schedule(idx, write_only);
+            let (smp, pages) = self.sampler_pages(s);
+            if (idx as usize) < smp.weight.len() {
+                smp.schedule(pages, idx, write_only);
             }
         }
     }
@@ -609,12 +618,12 @@ impl Kernel {
             return self.sampler_needs_fault(mm, vma, first, write_only);
         }
         if let Some(s) = self.sampler_of(mm, vma).filter(|&s| self.samplers[s].kvm.is_none()) {
-            let smp = &mut self.samplers[s];
+            let (smp, pages) = self.sampler_pages(s);
             let lo = (first as usize).min(smp.weight.len());
             let hi = ((first + n) as usize).min(smp.weight.len());
             if lo < hi {
                 let p: f64 = smp.weight[lo..hi].iter().sum();
-                smp.schedule_with(first, p, write_only);
+                smp.schedule_with(pages, first, p, write_only);
             }
         }
     }
@@ -622,14 +631,14 @@ impl Kernel {
     /// A guest's SPTEs of [first, first + n) were zapped: the next access to any of them takes an
     /// EPT violation (one event for a huge SPTE).
     pub fn sampler_refault(&mut self, s: usize, first: u64, n: u64) {
-        let smp = &mut self.samplers[s];
+        let (smp, pages) = self.sampler_pages(s);
         let lo = (first as usize).min(smp.weight.len());
         let hi = ((first + n) as usize).min(smp.weight.len());
         if n == 1 && lo < hi {
-            smp.schedule(first, false);
+            smp.schedule(pages, first, false);
         } else if lo < hi {
             let p: f64 = smp.weight[lo..hi].iter().sum();
-            smp.schedule_with(first, p, false);
+            smp.schedule_with(pages, first, p, false);
         }
     }
 
@@ -729,7 +738,6 @@ impl Kernel {
         let smp = &self.samplers[s];
         let pt = &self.mms[smp.mm].vmas[smp.vma].pt;
         for k in smp.ahead(AHEAD).into_iter().flatten() {
-            prefetch(&smp.generation, k as usize);
             prefetch(&smp.weight, k as usize);
             pt.prefetch(k);
         }
@@ -794,7 +802,8 @@ impl Kernel {
         while *b > 0.0 && done < accesses && self.oom.is_none() {
             let node = self.task_node(t);
             let cost = self.mean_access_ns(s, node) + overhead_ns;
-            let until = self.samplers[s].until_next();
+            let (smp, pages) = self.sampler_pages(s);
+            let until = smp.until_next(pages);
             let can = (*b / cost).min(accesses - done);
             let n = if until <= can { until } else { can };
             self.samplers[s].counter += n;
@@ -805,7 +814,8 @@ impl Kernel {
             }
             if until <= can {
                 *b -= n * cost;
-                if let Some((k, write_only)) = self.samplers[s].pop() {
+                let (smp, pages) = self.sampler_pages(s);
+                if let Some((k, write_only)) = smp.pop(pages) {
                     self.prefetch_ahead(s);
                     let u = self.faulting_thread(t, s);
                     let sys = self.tasks[u].sys_ns;
