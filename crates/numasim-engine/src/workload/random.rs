@@ -457,9 +457,8 @@ impl AccessSampler {
         if l == 0.0 {
             return None;
         }
-        // U in (0, 1]; N = ceil(ln U / ln(1 - p)), at least 1
-        let u = ((self.rng.next_u64() >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
-        let n = if l == f64::NEG_INFINITY { 1.0 } else { ceil_at_least_1(libm::log(u) / l) };
+        // E standard exponential (-ln U); N = ceil(E / -ln(1 - p)), at least 1
+        let n = if l == f64::NEG_INFINITY { 1.0 } else { ceil_at_least_1(self.rng.exp1() / -l) };
         Some(threshold(self.counter + n))
     }
 
