@@ -21,8 +21,8 @@ impl Kernel {
         let skip_refs = cow && self.feature(Feature::NumaSkipCowRefcount);
         let skip_pinned = self.feature(Feature::NumaSkipPinned);
         let any_pins = !self.mms[mm].io_pins.is_empty() || !self.mms[mm].longterm_pins.is_empty();
-        let sampled = self.mms[mm].sampler.is_some();
-        let mut protected: Vec<(u64, u64)> = Vec::new();
+        // a sampled VMA's protected pages get their fault events as they are protected
+        let sampler = self.fault_sampler(mm, vma);
         let (mut changed, mut walked, mut huge) = (0, 0, 0);
         let mut i = start;
         while i < end {
@@ -48,8 +48,8 @@ impl Kernel {
                 }
                 changed += BLOCK_PAGES;
                 huge += 1;
-                if sampled {
-                    protected.push((head, BLOCK_PAGES));
+                if let Some(s) = sampler {
+                    self.sampler_schedule(s, head, BLOCK_PAGES, false);
                 }
                 i = bend;
                 continue;
@@ -81,8 +81,8 @@ impl Kernel {
                         changed += 1;
                     }
                 }
-                if sampled {
-                    protected.push((p, fend - p));
+                if let Some(s) = sampler {
+                    self.sampler_schedule(s, p, fend - p, false);
                 }
                 p = fend;
             }
@@ -90,9 +90,6 @@ impl Kernel {
         }
         if huge > 0 {
             self.count(VmEvent::NumaHugePteUpdates, huge);
-        }
-        for (first, n) in protected {
-            self.sampler_needs_fault_range(mm, vma, first, n, false);
         }
         (changed, walked)
     }

@@ -600,13 +600,16 @@ impl Kernel {
         }
     }
 
+    /// The sampler of (mm, vma) whose pages take fault events (a guest's take EPT violations,
+    /// scheduled by `sampler_refault`).
+    pub fn fault_sampler(&self, mm: usize, vma: usize) -> Option<usize> {
+        self.sampler_of(mm, vma).filter(|&s| self.samplers[s].kvm.is_none())
+    }
+
     /// The page's next access (or next write) needs a fault: draw when it comes.
     pub fn sampler_needs_fault(&mut self, mm: usize, vma: usize, idx: u64, write_only: bool) {
-        if let Some(s) = self.sampler_of(mm, vma).filter(|&s| self.samplers[s].kvm.is_none()) {
-            let (smp, pages) = self.sampler_pages(s);
-            if (idx as usize) < smp.weight.len() {
-                smp.schedule(pages, idx, write_only);
-            }
+        if let Some(s) = self.fault_sampler(mm, vma) {
+            self.sampler_schedule(s, idx, 1, write_only);
         }
     }
 
@@ -614,32 +617,29 @@ impl Kernel {
     /// fault, which handles them all: one event at the first of them, drawn with their summed
     /// probability.
     pub fn sampler_needs_fault_range(&mut self, mm: usize, vma: usize, first: u64, n: u64, write_only: bool) {
-        if n == 1 {
-            return self.sampler_needs_fault(mm, vma, first, write_only);
+        if let Some(s) = self.fault_sampler(mm, vma) {
+            self.sampler_schedule(s, first, n, write_only);
         }
-        if let Some(s) = self.sampler_of(mm, vma).filter(|&s| self.samplers[s].kvm.is_none()) {
-            let (smp, pages) = self.sampler_pages(s);
-            let lo = (first as usize).min(smp.weight.len());
-            let hi = ((first + n) as usize).min(smp.weight.len());
-            if lo < hi {
-                let p: f64 = smp.weight[lo..hi].iter().sum();
-                smp.schedule_with(pages, first, p, write_only);
-            }
+    }
+
+    /// `sampler_needs_fault_range` on sampler `s` (from `fault_sampler`, looked up once for
+    /// many ranges), and a guest's refault.
+    pub fn sampler_schedule(&mut self, s: usize, first: u64, n: u64, write_only: bool) {
+        let (smp, pages) = self.sampler_pages(s);
+        let lo = (first as usize).min(smp.weight.len());
+        let hi = ((first + n) as usize).min(smp.weight.len());
+        if n == 1 && lo < hi {
+            smp.schedule(pages, first, write_only);
+        } else if lo < hi {
+            let p: f64 = smp.weight[lo..hi].iter().sum();
+            smp.schedule_with(pages, first, p, write_only);
         }
     }
 
     /// A guest's SPTEs of [first, first + n) were zapped: the next access to any of them takes an
     /// EPT violation (one event for a huge SPTE).
     pub fn sampler_refault(&mut self, s: usize, first: u64, n: u64) {
-        let (smp, pages) = self.sampler_pages(s);
-        let lo = (first as usize).min(smp.weight.len());
-        let hi = ((first + n) as usize).min(smp.weight.len());
-        if n == 1 && lo < hi {
-            smp.schedule(pages, first, false);
-        } else if lo < hi {
-            let p: f64 = smp.weight[lo..hi].iter().sum();
-            smp.schedule_with(pages, first, p, false);
-        }
+        self.sampler_schedule(s, first, n, false);
     }
 
     /// Does another thread of the process touch page `idx` while the faulting task `t` has it
