@@ -343,6 +343,8 @@ pub struct AccessSampler {
     pub latency_hist: [f64; LATENCY_BUCKETS],
     /// First-touch events, drawn at the start and sorted: (threshold, page), generation 1.
     initial: FirstTouch,
+    /// Whether the earliest event (as of the last `until_next`) is `initial`'s front.
+    next_initial: bool,
     /// Later events (PROT_NONE, read-only pages), by threshold. The generation of each
     /// page's latest event is in its page entry (`PageEntry::event_gen`), passed to the
     /// methods below as `pages`: an older event for the page is stale.
@@ -421,6 +423,7 @@ impl AccessSampler {
             counter: 0.0,
             latency_hist: [0.0; LATENCY_BUCKETS],
             initial: FirstTouch::new(n),
+            next_initial: false,
             heap: Calendar::default(),
             rng,
             kvm: None,
@@ -538,32 +541,27 @@ impl AccessSampler {
     fn until_next(&mut self, pages: &[PageEntry]) -> f64 {
         let b = self.skip_stale(pages).map(|e| e.0);
         let a = self.initial.front.map(|e| e.0);
+        // the first-touch front on a tie
+        self.next_initial = a.is_some_and(|a| b.is_none_or(|b| a <= b));
         match a.into_iter().chain(b).min() {
             Some(at) => (at as f64 - self.counter).max(0.0),
             None => f64::INFINITY,
         }
     }
 
-    /// Take the earliest event; call right after `until_next`, which dropped stale fronts.
+    /// Take the earliest event; call right after `until_next`, which dropped stale fronts and
+    /// found the queue it is in.
     fn pop(&mut self, pages: &mut [PageEntry]) -> Option<(u64, bool)> {
-        let a = self.initial.front;
-        let b = self.heap.peek();
-        match (a, b) {
-            (Some((at, k)), Some((bt, _))) if at <= bt => {
-                self.initial.advance();
-                pages[k as usize].event_gen = 0;
-                Some((k, false))
-            }
-            (Some((_, k)), None) => {
-                self.initial.advance();
-                pages[k as usize].event_gen = 0;
-                Some((k, false))
-            }
-            (_, Some(_)) => self.heap.pop().map(|e| {
+        if self.next_initial {
+            let (_, k) = self.initial.front?;
+            self.initial.advance();
+            pages[k as usize].event_gen = 0;
+            Some((k, false))
+        } else {
+            self.heap.pop().map(|e| {
                 let (_, k, _, w) = unpack(e);
                 (k, w)
-            }),
-            (None, None) => None,
+            })
         }
     }
 }
@@ -766,7 +764,9 @@ impl Kernel {
         if n <= 1 {
             return t;
         }
-        let i = (self.samplers[s].rng_next() % n as u64) as usize;
+        let r = self.samplers[s].rng_next();
+        // r % n, without a division for a power of two
+        let i = (if n.is_power_of_two() { r & (n as u64 - 1) } else { r % n as u64 }) as usize;
         self.sampler_threads[s][i]
     }
 
