@@ -509,10 +509,15 @@ impl AccessSampler {
         None
     }
 
-    /// Pages of the events `d` places ahead in the first-touch queue and in the current bucket.
-    fn ahead(&self, d: usize) -> [Option<u64>; 2] {
-        let c = &self.heap.current;
-        [self.initial.get(self.initial.cursor + d).map(|e| e.1), c.len().checked_sub(1 + d).map(|j| (c[j] & TAG_MASK) >> 9)]
+    /// Page of the event `d` places ahead in the queue of the last popped event (the first-touch
+    /// queue or the current bucket): the one the pop brought `d` places near.
+    fn ahead(&self, d: usize) -> Option<u64> {
+        if self.next_initial {
+            self.initial.get(self.initial.cursor + d).map(|e| e.1)
+        } else {
+            let c = &self.heap.current;
+            c.len().checked_sub(1 + d).map(|j| (c[j] & TAG_MASK) >> 9)
+        }
     }
 
     /// The sum of `mass` over all nodes.
@@ -730,12 +735,14 @@ impl Kernel {
         }
     }
 
-    /// Prefetch the per-page state of the sampler's events a few places ahead (speed only).
+    /// Prefetch the per-page state of the sampler's event a few places ahead, after a pop
+    /// (speed only). Only the popped queue's: the other's was prefetched when it came near, and
+    /// prefetching it again would walk the page tables again once its TLB entry is gone.
     fn prefetch_ahead(&self, s: usize) {
         const AHEAD: usize = 12;
         let smp = &self.samplers[s];
         let pt = &self.mms[smp.mm].vmas[smp.vma].pt;
-        for k in smp.ahead(AHEAD).into_iter().flatten() {
+        if let Some(k) = smp.ahead(AHEAD) {
             prefetch(&smp.weight, k as usize);
             pt.prefetch(k);
         }
