@@ -738,13 +738,20 @@ impl Kernel {
     /// Prefetch the per-page state of the sampler's event a few places ahead, after a pop
     /// (speed only). Only the popped queue's: the other's was prefetched when it came near, and
     /// prefetching it again would walk the page tables again once its TLB entry is gone.
-    fn prefetch_ahead(&self, s: usize) {
+    /// The weight, which only a first touch or a migration reads, is prefetched later, from the
+    /// page entry prefetched before: only for a page not yet populated or away from `node`.
+    fn prefetch_ahead(&self, s: usize, node: usize) {
         const AHEAD: usize = 12;
+        const NEAR: usize = 4;
         let smp = &self.samplers[s];
         let pt = &self.mms[smp.mm].vmas[smp.vma].pt;
         if let Some(k) = smp.ahead(AHEAD) {
-            prefetch(&smp.weight, k as usize);
             pt.prefetch(k);
+        }
+        if let Some(k) = smp.ahead(NEAR) {
+            if pt.pages.get(k as usize).is_some_and(|e| e.node as usize != node) {
+                prefetch(&smp.weight, k as usize);
+            }
         }
     }
 
@@ -823,7 +830,7 @@ impl Kernel {
                 *b -= n * cost;
                 let (smp, pages) = self.sampler_pages(s);
                 if let Some((k, write_only)) = smp.pop(pages) {
-                    self.prefetch_ahead(s);
+                    self.prefetch_ahead(s, node);
                     let u = self.faulting_thread(t, s);
                     let sys = self.tasks[u].sys_ns;
                     if u == t {
