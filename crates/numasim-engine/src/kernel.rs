@@ -41,6 +41,8 @@ const RNG_SCHED: u64 = 3;
 pub struct Kernel {
     pub topo: Topology,
     pub cost: CostProfile,
+    /// The lowest of `cost.latency_ns` (a bound for the random-access race test).
+    pub min_latency_ns: f64,
     pub cfg: KernelConfig,
     /// Start of the current tick, ns.
     pub now: u64,
@@ -88,6 +90,7 @@ impl Kernel {
             nodes,
             topo,
             cost: s.machine.cost.clone(),
+            min_latency_ns: s.machine.cost.latency_ns.iter().flatten().copied().fold(f64::INFINITY, f64::min),
             cfg: s.kernel.clone(),
             now: 0,
             tick_ns: 1_000_000_000 / s.kernel.hz as u64,

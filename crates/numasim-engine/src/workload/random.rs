@@ -665,9 +665,7 @@ impl Kernel {
         // quick rejection, the same answer as the exact test below: hit = 1 - (1 - p)^n is at
         // most n p / (1 - p), and n at most every thread at the lowest latency (a margin
         // covers rounding)
-        let nodes = 0..self.topo.nr_nodes;
-        let fastest = nodes.clone().flat_map(|a| nodes.clone().map(move |b| (a, b))).map(|(a, b)| self.cost.latency_ns[a][b]).fold(f64::INFINITY, f64::min);
-        let most = threads.len() as f64 * window_ns / (fastest + overhead);
+        let most = threads.len() as f64 * window_ns / (self.min_latency_ns + overhead);
         if u >= most * p / (1.0 - p) * (1.0 + 1e-9) {
             return None;
         }
