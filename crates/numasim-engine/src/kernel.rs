@@ -74,6 +74,8 @@ pub struct Kernel {
     pub fragmentation: f64,
     pub frag_rng: crate::sim::rng::Rng,
     pub sched_rng: crate::sim::rng::Rng,
+    /// The NUMA sched domain's nr_balance_failed and next periodic balance, ns.
+    pub numa_sd: crate::sched::core::NumaDomain,
     /// Per-order anon_fault_alloc / anon_fault_fallback (hugepages-<size>kB/stats).
     pub mthp_stats: [[u64; 2]; 10],
     /// NUMA migrations of each large folio ever migrated, by (mm, vma, head).
@@ -109,6 +111,7 @@ impl Kernel {
             fragmentation: s.machine.fragmentation,
             frag_rng: crate::sim::rng::Rng::new(s.seed, RNG_FRAGMENTATION),
             sched_rng: crate::sim::rng::Rng::new(s.seed, RNG_SCHED),
+            numa_sd: Default::default(),
             mthp_stats: [[0; 2]; 10],
             folio_migrations: Default::default(),
         }

@@ -4,9 +4,11 @@
 //! One running task per CPU, round-robin time-sharing per tick when oversubscribed, fork placement
 //! on the node with the most idle CPUs (idle cores first), newidle pulls of queued tasks, SMT
 //! spreading inside a node, and NUMA-domain balancing of running-task counts that tolerates an
-//! imbalance of 2 (adjust_numa_imbalance) and leaves a task on its preferred node.
+//! imbalance of 2 (adjust_numa_imbalance) and leaves a task on its preferred node. A task alone
+//! on its CPU moves only by active balancing: after more than cache_nice_tries + 2 failed
+//! periodic balances, one task per kick.
 //! ## Not modelled
-//! PELT load, cgroups, priorities, wakeup affinity heuristics; NUMA task migration (issue 4).
+//! PELT load, cgroups, priorities, wakeup affinity heuristics, a domain per NUMA distance level.
 
 use crate::kernel::Kernel;
 use crate::sched::task::TaskState;
@@ -15,6 +17,16 @@ use crate::sched::task::TaskState;
 const NUMA_BALANCE_TICKS: u64 = 8;
 /// Running-task imbalance between nodes that the NUMA domain tolerates (adjust_numa_imbalance).
 const NUMA_IMBALANCE_MIN: usize = 2;
+/// sd->cache_nice_tries of a NUMA domain (kernel/sched/topology.c: sd_init).
+const NUMA_CACHE_NICE_TRIES: u32 = 2;
+
+/// The NUMA sched domain's balancing state (struct sched_domain), one domain spanning all CPUs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NumaDomain {
+    pub nr_balance_failed: u32,
+    /// Next periodic balance, ns: every sd->min_interval = sd_weight ms (sd_init).
+    pub next_balance: u64,
+}
 
 impl Kernel {
     fn idle(&self, cpu: usize) -> bool {
@@ -183,31 +195,52 @@ impl Kernel {
     }
 
     /// Even out runnable tasks between nodes beyond the tolerated imbalance: a queued task goes
-    /// to the least loaded CPU of the idlest node, a running one (active balancing) only to an
-    /// idle CPU; a task is not moved off its preferred node.
+    /// to the least loaded CPU of the idlest node; a task is not moved off its preferred node.
+    /// A running task can only be pushed to an idle CPU by active balancing, at most one per
+    /// periodic balance and only after more than cache_nice_tries + 2 failed ones.
     // kernel/sched/fair.c: sched_balance_rq at the NUMA level, migrate_degrades_locality
     fn numa_domain_balance(&mut self) {
         let nr = self.topo.nr_nodes;
+        let mut periodic = self.now >= self.numa_sd.next_balance;
+        if periodic {
+            self.numa_sd.next_balance = self.now + self.cpus.len() as u64 * 1_000_000;
+        }
         loop {
             let running: Vec<usize> = (0..nr).map(|n| self.node_running(n)).collect();
             let busiest = (0..nr).max_by_key(|&n| (running[n], std::cmp::Reverse(n))).unwrap_or(0);
             let idlest = (0..nr).min_by_key(|&n| (running[n], n)).unwrap_or(0);
             if running[busiest] <= running[idlest] + NUMA_IMBALANCE_MIN {
+                if periodic {
+                    self.numa_sd.nr_balance_failed = 0;
+                }
                 return;
             }
             let has_idle = self.topo.node_cpus[idlest].iter().any(|&c| self.idle(c));
             let mut cands: Vec<usize> = self.topo.node_cpus[busiest].clone();
             cands.sort_by_key(|&c| (std::cmp::Reverse(self.cpus[c].rq.len()), std::cmp::Reverse(self.topo.siblings(c).filter(|&s| !self.idle(s)).count()), std::cmp::Reverse(c)));
-            let pick = cands.iter().find_map(|&c| {
-                let rq = &self.cpus[c].rq;
-                rq.iter().enumerate().rev().find_map(|(i, &t)| {
-                    let leaves_preferred = self.numa_balancing() && self.tasks[t].numa.preferred_nid == Some(busiest);
-                    let allowed = self.topo.node_cpus[idlest].iter().any(|&d| self.tasks[t].allowed[d]);
-                    let movable = i > 0 || has_idle;
-                    (movable && allowed && !leaves_preferred).then_some(t)
-                })
-            });
-            let Some(t) = pick else { return };
+            let can_move = |k: &Kernel, t: usize| {
+                let leaves_preferred = k.numa_balancing() && k.tasks[t].numa.preferred_nid == Some(busiest);
+                k.topo.node_cpus[idlest].iter().any(|&d| k.tasks[t].allowed[d]) && !leaves_preferred
+            };
+            let queued = cands.iter().find_map(|&c| self.cpus[c].rq.iter().skip(1).rev().copied().find(|&t| can_move(self, t)));
+            let t = match queued {
+                Some(t) => {
+                    self.numa_sd.nr_balance_failed = 0;
+                    t
+                }
+                None => {
+                    let curr = cands.iter().find_map(|&c| self.cpus[c].curr().filter(|&t| can_move(self, t)));
+                    let Some(t) = curr.filter(|_| has_idle && periodic) else { return };
+                    periodic = false;
+                    // load_balance: nothing detachable; need_active_balance -> imbalanced_active_balance
+                    self.numa_sd.nr_balance_failed += 1;
+                    if self.numa_sd.nr_balance_failed <= NUMA_CACHE_NICE_TRIES + 2 {
+                        return;
+                    }
+                    self.numa_sd.nr_balance_failed = NUMA_CACHE_NICE_TRIES + 1;
+                    t
+                }
+            };
             let Some(dst) = self.select_cpu_on_node(t, idlest) else { return };
             self.move_task(t, dst);
         }
@@ -256,5 +289,35 @@ mod tests {
         assert!(hi - lo <= 2 * sim.k.tick_ns, "runtimes {threads:?}");
         let total: u64 = threads.iter().sum();
         assert!(total > 4 * 1_800_000_000 && total <= 4 * 2_000_000_000, "4 CPUs busy: {total}");
+    }
+
+    /// A task alone on its CPU is not detachable: the NUMA domain pushes one only by active
+    /// balancing, after more than cache_nice_tries (2) + 2 failed periodic balances, then
+    /// restarts the count at cache_nice_tries + 1, so one more move every second balance.
+    // kernel/sched/fair.c: sched_balance_rq, imbalanced_active_balance
+    #[test]
+    fn running_tasks_move_one_per_active_balance() {
+        let text = SMALL.replace("cpus_per_node = 2", "cpus_per_node = 8").replace("threads = 4", "threads = 8");
+        let mut k = crate::testutil::small_kernel_from(&format!("[kernel]\nnuma_balancing = false\n{text}"));
+        let threads: Vec<usize> = (0..8).map(|i| crate::testutil::thread(&k, i)).collect();
+        for (i, &t) in threads.iter().enumerate() {
+            k.move_task(t, i);
+        }
+        assert_eq!((k.node_running(0), k.node_running(1)), (8, 0));
+        let interval = k.cpus.len() as u64 * 1_000_000;
+        let mut moved_at = vec![];
+        for attempt in 1..=12 {
+            k.now = k.numa_sd.next_balance.max(k.now + interval);
+            let before = k.node_running(1);
+            k.numa_domain_balance();
+            assert!(k.node_running(1) <= before + 1, "one task per kick");
+            // a balance inside the interval is not periodic and cannot kick
+            k.numa_domain_balance();
+            if k.node_running(1) > before {
+                moved_at.push(attempt);
+            }
+        }
+        assert_eq!(moved_at, vec![5, 7, 9], "then 5 vs 3 is within the tolerated imbalance");
+        assert_eq!((k.node_running(0), k.node_running(1)), (5, 3));
     }
 }
