@@ -170,3 +170,20 @@ def test_broken_pipe_is_quiet():
     p = subprocess.run(["bash", "-c", "set -o pipefail; " + cmd], capture_output=True, text=True)
     assert len(p.stdout) == 10 and p.stdout.startswith("{"), p.stdout
     assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
+
+
+def test_bench_reports_the_fastest_of_repeated_runs(capsys):
+    """`bench --only W --repeat N`: one row, N timed runs, the minimum reported, and the
+    speed ratios computed from it (the simulated time itself is deterministic)."""
+    import numasim
+    from numasim import cli
+
+    assert cli.main(["bench", "--only", "numa02", "--repeat", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    (run,) = out["runs"]
+    assert run["workload"] == "numa02" and run["repeat"] == 2 and len(run["wall_s_all"]) == 2
+    assert run["wall_s"] == min(run["wall_s_all"])
+    assert run["x_real_time"] == pytest.approx(run["sim_s"] / run["wall_s"])
+    assert run["x_real_time_cpu"] == pytest.approx(run["sim_s"] / run["cpu_s"])
+    assert run["sim_s"] == numasim.run(cli._bench_scenario("numa02")[1]).elapsed_s
+    assert cli.main(["bench", "--only", "numa02", "--repeat", "0"]) == 2
