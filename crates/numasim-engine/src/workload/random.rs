@@ -302,6 +302,10 @@ impl FirstTouch {
     fn advance(&mut self) {
         self.cursor += 1;
         self.front = self.get(self.cursor);
+        if self.front.is_none() {
+            // all taken: free the queue (8 bytes a page) for the calendar's buckets to reuse
+            (self.packed, self.rest, self.cursor) = (Vec::new(), Vec::new(), 0);
+        }
     }
 
     /// Event `i` in order: (threshold, page).
