@@ -46,6 +46,8 @@ pub struct Kernel {
     pub cfg: KernelConfig,
     /// Start of the current tick, ns.
     pub now: u64,
+    /// Simulated time of the code running now (`now` plus the running task's time in the tick), ns.
+    pub clock: u64,
     pub tick_ns: u64,
     pub mms: Vec<Mm>,
     pub tasks: Vec<Task>,
@@ -95,6 +97,7 @@ impl Kernel {
             min_latency_ns: s.machine.cost.latency_ns.iter().flatten().copied().fold(f64::INFINITY, f64::min),
             cfg: s.kernel.clone(),
             now: 0,
+            clock: 0,
             tick_ns: 1_000_000_000 / s.kernel.hz as u64,
             mms: Vec::new(),
             tasks: Vec::new(),

@@ -83,6 +83,7 @@ impl Simulation {
         k.update_page_costs();
         k.collect_sampler_threads();
         k.numa_scan_window_race();
+        k.run_numa_task_work();
         for cpu in 0..k.cpus.len() {
             if let Some(t) = k.cpus[cpu].curr() {
                 let used = k.run_task(t);

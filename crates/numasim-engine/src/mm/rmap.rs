@@ -13,11 +13,17 @@ pub struct PageRef {
 }
 
 impl Kernel {
-    /// x86 pte_accessible: present, or PROT_NONE while the mm has a flush pending (a concurrent
-    /// mmu_gather; never in this model, where a scan chunk completes before anything else runs).
+    /// x86 pte_accessible: present, or PROT_NONE while the mm has a TLB flush pending (another
+    /// thread's change_protection is between its PTE updates and its flush).
     // arch/x86/include/asm/pgtable.h: pte_accessible
     pub fn pte_accessible(&self, p: PageRef) -> bool {
-        !self.mms[p.mm].vmas[p.vma].pt.protnone(p.idx)
+        !self.mms[p.mm].vmas[p.vma].pt.protnone(p.idx) || self.mm_tlb_flush_pending(p.mm)
+    }
+
+    // include/linux/mm_types.h: mm_tlb_flush_pending
+    pub fn mm_tlb_flush_pending(&self, mm: usize) -> bool {
+        let (from, until) = self.mms[mm].tlb_flush_pending;
+        (from..until).contains(&self.clock)
     }
 
     /// Replace the folio's PTEs (or its PMD) by migration entries. A PMD is invalidated and
@@ -56,5 +62,35 @@ impl Kernel {
             _ if accessible => self.flush_tlb_mm_range(p.mm, cpu, 1),
             _ => 0.0,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PageRef;
+    use crate::testutil::{place_page, small_kernel};
+    use crate::vmstat::VmEvent::*;
+
+    /// arch/x86/include/asm/pgtable.h: pte_accessible — a PROT_NONE PTE still counts as
+    /// accessible while the mm has a TLB flush pending (another thread's change_protection has
+    /// cleared PTEs it has not flushed yet), so ptep_clear_flush on it must shoot down the TLBs;
+    /// before and after that window unmapping it for migration flushes nothing.
+    #[test]
+    fn protnone_pte_is_accessible_while_a_flush_is_pending() {
+        let mut k = small_kernel("");
+        place_page(&mut k, 7, 0);
+        k.mms[0].vmas[0].pt.make_protnone(7);
+        let p = PageRef { mm: 0, vma: 0, idx: 7 };
+        k.mms[0].tlb_flush_pending = (1_000, 2_000);
+        for (clock, pending) in [(999, false), (1_000, true), (1_999, true), (2_000, false)] {
+            k.clock = clock;
+            assert_eq!(k.pte_accessible(p), pending, "at {clock} ns");
+        }
+        k.clock = 500;
+        assert_eq!(k.try_to_migrate_one(p, 0, None), 0.0);
+        assert_eq!(k.vmstat.get(NrTlbRemoteFlush), 0);
+        k.clock = 1_500;
+        assert!(k.try_to_migrate_one(p, 0, None) > 0.0);
+        assert_eq!(k.vmstat.get(NrTlbRemoteFlush), 1, "the other CPUs running the mm get an IPI");
     }
 }

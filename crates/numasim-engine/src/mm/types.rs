@@ -67,6 +67,8 @@ pub struct Mm {
     pub io_pins: Vec<(usize, usize, u64, u64)>,
     /// Long-term pins (FOLL_LONGTERM, e.g. VFIO): (vma, first page, pages), held until exit.
     pub longterm_pins: Vec<(usize, u64, u64)>,
+    /// mm->tlb_flush_pending: the last scan window's change_protection ran over [from, until) ns.
+    pub tlb_flush_pending: (u64, u64),
 }
 
 impl Mm {
@@ -86,6 +88,7 @@ impl Mm {
             sampler: None,
             io_pins: Vec::new(),
             longterm_pins: Vec::new(),
+            tlb_flush_pending: (0, 0),
         }
     }
 

@@ -66,6 +66,31 @@ impl Kernel {
         }
     }
 
+    /// The scan windows won this tick, before any CPU runs: each winner scans on return to user
+    /// space at the start of its tick (after its debts), and the other threads of its mm see the
+    /// window's PROT_NONE PTEs and its pending flush in the same tick, whatever their CPU.
+    // kernel/task_work.c: task_work_run -> task_numa_work
+    pub fn run_numa_task_work(&mut self) {
+        let tick = self.tick_ns as f64;
+        for cpu in 0..self.cpus.len() {
+            let Some(t) = self.cpus[cpu].curr() else { continue };
+            let p = &self.tasks[t];
+            let debts = p.sys_debt_ns + p.wait_debt_ns;
+            if !p.numa.work_pending || debts >= tick {
+                continue;
+            }
+            self.tasks[t].numa.work_pending = false;
+            let mm = self.tasks[t].mm;
+            // the I/O this task waited for completed: unpin_user_pages
+            self.mms[mm].io_pins.retain(|pin| pin.0 != t);
+            self.clock = self.now + debts as u64;
+            let c = self.task_numa_work(t);
+            // paid from the tick's budget in run_task, as the debts before it
+            self.tasks[t].sys_ns += c;
+            self.tasks[t].sys_debt_ns += c;
+        }
+    }
+
     /// Run task `t` on its CPU for up to one tick; returns the ns of CPU time it used.
     pub fn run_task(&mut self, t: usize) -> f64 {
         let tick = self.tick_ns as f64;
@@ -88,13 +113,8 @@ impl Kernel {
             // the I/O this task waited for completed: unpin_user_pages
             self.mms[mm].io_pins.retain(|pin| pin.0 != t);
         }
-        if self.tasks[t].numa.work_pending && b > 0.0 {
-            // task_work on return to user space
-            self.tasks[t].numa.work_pending = false;
-            let c = self.task_numa_work(t);
-            self.charge_sys(t, c, &mut b);
-        }
         while b > 0.0 && self.tasks[t].state == TaskState::Runnable && self.oom.is_none() {
+            self.clock = self.now + (tick - b) as u64;
             let pc = self.tasks[t].pc;
             let Some(&op) = self.tasks[t].program.get(pc) else {
                 self.task_exit(t, tick - b);

@@ -833,6 +833,7 @@ impl Kernel {
                 let (smp, pages) = self.sampler_pages(s);
                 if let Some((k, write_only)) = smp.pop(pages) {
                     self.prefetch_ahead(s, node);
+                    self.clock = self.now + (self.tick_ns as f64 - *b).max(0.0) as u64;
                     let u = self.faulting_thread(t, s);
                     let sys = self.tasks[u].sys_ns;
                     if u == t {

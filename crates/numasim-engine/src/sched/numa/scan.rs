@@ -284,6 +284,8 @@ impl Kernel {
             start = 0;
         }
         let _ = start;
+        // inc/dec_tlb_flush_pending around each change_protection: the window's walk and flush
+        self.mms[mm].tlb_flush_pending = (self.clock, self.clock + sys as u64);
         // node_stamp += 32 * time spent here: caps scanning overhead at ~3%
         self.tasks[t].numa.node_stamp += 32 * sys as u64;
         sys
@@ -373,6 +375,27 @@ mod window_tests {
         assert_eq!(k.vmstat.get(VmEvent::NumaPteUpdates), 16384, "already PROT_NONE: skipped");
         assert!(k.mms[0].numa_scan_seq >= 1, "the pass wrapped");
         assert_eq!(k.vmstat.get(VmEvent::NrTlbLocalFlushAll), 4, "one flush per chunk that changed PTEs");
+    }
+
+    /// mm/mprotect.c: change_protection_range (inc/dec_tlb_flush_pending around the walk and
+    /// its flush) — a window leaves the mm with a flush pending from the scan's start for as
+    /// long as the scan takes; other threads' faults in that time see PROT_NONE PTEs as
+    /// accessible. The scanner runs before the CPUs' work, at its thread's start of tick.
+    #[test]
+    fn scan_window_holds_a_pending_flush_for_its_duration() {
+        let mut k = small_kernel(SMALL_WINDOW);
+        let t = thread(&k, 0);
+        k.mms[0].numa_next_scan = 1;
+        k.tasks[t].numa.work_pending = true;
+        k.tasks[t].sys_debt_ns = 1_000.0;
+        k.run_numa_task_work();
+        let (from, until) = k.mms[0].tlb_flush_pending;
+        assert_eq!(from, k.now + 1_000, "after the thread's debts");
+        let updates = k.vmstat.get(VmEvent::NumaPteUpdates);
+        assert_eq!(updates, 4096);
+        assert!(until as f64 - from as f64 >= updates as f64 * k.cost.pte_update_ns, "{from}..{until}");
+        assert!((k.tasks[t].sys_debt_ns - 1_000.0 - (until - from) as f64).abs() < 1.0, "paid in the tick as a debt");
+        assert!(!k.tasks[t].numa.work_pending);
     }
 
     /// kernel/sched/fair.c: task_numa_work — the mm-wide numa_next_scan gate lets one thread
