@@ -413,6 +413,8 @@ impl Kernel {
     // mm/memory.c: handle_pte_fault dispatch (do_anonymous_page / do_numa_page / do_wp_page)
     fn touch_page(&mut self, t: usize, vma: usize, idx: u64, b: &mut f64) -> bool {
         let mm = self.tasks[t].mm;
+        // the fault happens where the stream is in its tick
+        self.clock = self.now + (self.tick_ns as f64 - *b).max(0.0) as u64;
         if !self.mms[mm].vmas[vma].pt.populated(idx) {
             match self.do_anonymous_page(t, vma, idx) {
                 Some(c) => self.charge_sys(t, c, b),
