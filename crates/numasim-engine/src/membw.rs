@@ -4,6 +4,7 @@
 use crate::cost::{CostProfile, PAGE_SIZE};
 use crate::kernel::Kernel;
 use crate::topology::MAX_NODES;
+use crate::workload::Op;
 
 impl Kernel {
     /// Set `page_cost` (ns per page to each memory node) for every running task.
@@ -25,7 +26,13 @@ impl Kernel {
             p.last_bytes = p.cur_bytes;
             p.cur_bytes = [0.0; MAX_NODES];
             let total: f64 = p.last_bytes[..nr].iter().sum();
+            let single = matches!(p.program.get(p.pc), Some(Op::RandomAccess { .. }));
             let mut mix = [0.0f64; MAX_NODES];
+            if total == 0.0 && single {
+                // single latency-bound accesses (pmbench, a guest): no stream demand
+                lone_rate.push(share);
+                continue;
+            }
             if total > 0.0 {
                 for n in 0..nr {
                     mix[n] = p.last_bytes[n] / total;
@@ -59,5 +66,32 @@ impl Kernel {
             }
             self.tasks[t].page_cost = cost;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::testutil::{small_kernel, thread};
+    use crate::workload::Op;
+
+    /// Threads making single random accesses (pmbench) move no stream of bytes, so they take
+    /// no share of a memory controller from a memset stream on the same node.
+    #[test]
+    fn single_access_threads_take_no_stream_bandwidth() {
+        let mut k = small_kernel("");
+        let cap = k.cost.node_bandwidth_gibps[0];
+        let streamer = thread(&k, 0);
+        k.update_page_costs();
+        let alone = k.tasks[streamer].page_cost;
+        // the other threads turn to random accesses; squeeze the controller so that three more
+        // full-rate streams would have to share it
+        for i in 1..4 {
+            let t = thread(&k, i);
+            let pc = k.tasks[t].pc;
+            k.tasks[t].program[pc] = Op::RandomAccess { sampler: 0, warmup: 0, duration_ns: 1, overhead_ns: 0.0 };
+        }
+        k.cost.node_bandwidth_gibps[0] = k.cost.stream_gibps[0][0] * 1.5;
+        k.update_page_costs();
+        assert_eq!(k.tasks[streamer].page_cost, alone, "controller of {cap} GiB/s shared with nobody");
     }
 }
