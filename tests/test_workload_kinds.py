@@ -41,7 +41,8 @@ def test_migratepages_and_move_pages_loops():
 
 @pytest.mark.parametrize("bad, needle", [
     ({"kind": "pmbench", "threads": 2}, "duration_s"),
-    ({"kind": "pmbench", "duration_s": 1.0, "pattern": "linear"}, "linear"),
+    ({"kind": "pmbench", "duration_s": 1.0, "pattern": "linear", "shape": 4.0}, "stride 1"),
+    ({"kind": "pmbench", "duration_s": 1.0, "pattern": "zipf"}, "zipf"),
     ({"kind": "pmbench", "duration_s": 1.0, "passes": 3}, "does not apply"),
     ({"kind": "memory_eater", "size_gib": 1.0}, "free_at_s"),
     ({"kind": "migratepages", "target": 0}, "another [[workload]]"),

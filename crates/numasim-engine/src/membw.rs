@@ -27,8 +27,9 @@ impl Kernel {
             p.cur_bytes = [0.0; MAX_NODES];
             let total: f64 = p.last_bytes[..nr].iter().sum();
             let single = matches!(p.program.get(p.pc), Some(Op::RandomAccess { .. }));
+            let linear = matches!(p.program.get(p.pc), Some(Op::LinearAccess { .. }));
             let mut mix = [0.0f64; MAX_NODES];
-            if total == 0.0 && single {
+            if (total == 0.0 && single) || linear {
                 // single latency-bound accesses (pmbench, a guest): no stream demand
                 lone_rate.push(share);
                 continue;
@@ -56,6 +57,14 @@ impl Kernel {
             let a = self.cpu_node(c);
             let share = lone_rate[i];
             let mut cost = [0.0f64; MAX_NODES];
+            if let Some(&Op::LinearAccess { overhead_ns, .. }) = self.tasks[t].program.get(self.tasks[t].pc) {
+                // pmbench linear: one latency-bound access per page crossed
+                for n in 0..nr {
+                    cost[n] = self.cost.latency_ns[a][n] + overhead_ns;
+                }
+                self.tasks[t].page_cost = cost;
+                continue;
+            }
             for n in 0..nr {
                 let node_cap = CostProfile::bytes_per_ns(self.cost.node_bandwidth_gibps[n]);
                 let mut slow = (node_demand[n] / node_cap).max(1.0);

@@ -199,6 +199,13 @@ impl Kernel {
                     self.task_sleep(t);
                     break;
                 }
+                Op::LinearAccess { vma, npages, duration_ns, .. } => {
+                    if self.linear_phases(t, vma, npages, duration_ns, &mut b) {
+                        self.tasks[t].pc += 1;
+                        self.tasks[t].sweep = SweepState::default();
+                        self.tasks[t].op_start_ns = None;
+                    }
+                }
                 Op::RandomAccess { sampler, warmup, duration_ns, overhead_ns } => {
                     if self.random_phases(t, sampler, warmup, duration_ns, overhead_ns, &mut b) {
                         self.tasks[t].pc += 1;
@@ -271,6 +278,35 @@ impl Kernel {
             self.tasks[t].syscall = None;
         }
         finished
+    }
+
+    /// pmbench's linear pattern: the warm-up pass, then the timed loop for `duration_ns` of wall
+    /// time, counting one access per page crossed. Returns true when both are done.
+    fn linear_phases(&mut self, t: usize, vma: usize, npages: u64, duration_ns: u64, b: &mut f64) -> bool {
+        let tick = self.tick_ns as f64;
+        if self.tasks[t].op_start_ns.is_none() {
+            if !self.sweep(t, vma, 0, npages, 1, b) {
+                return false;
+            }
+            // the timed loop starts from page 0 now
+            self.tasks[t].sweep = SweepState::default();
+            self.tasks[t].op_start_ns = Some(self.now as f64 + (tick - *b));
+        }
+        let start = self.tasks[t].op_start_ns.unwrap_or_default();
+        let end = start + duration_ns as f64;
+        let at = self.now as f64 + (tick - *b);
+        if at < end && *b > 0.0 && self.oom.is_none() {
+            let slice = (end - at).min(*b);
+            let mut bb = slice;
+            let crossed = |s: SweepState| s.pass as f64 * npages as f64 + s.pos;
+            let before = crossed(self.tasks[t].sweep);
+            self.sweep(t, vma, 0, npages, u32::MAX, &mut bb);
+            self.tasks[t].accesses += crossed(self.tasks[t].sweep) - before;
+            *b -= slice - bb;
+        }
+        let at = self.now as f64 + (tick - *b);
+        self.tasks[t].access_ns = (at.min(end) - start).max(0.0);
+        at >= end
     }
 
     /// pmbench's warm-up (untimed accesses) then its timed loop, which runs for `duration_ns` of

@@ -44,6 +44,10 @@ pub enum Op {
     /// Random single accesses drawn from sampler `sampler`: `warmup` untimed accesses, then a
     /// timed phase of `duration_ns` (pmbench's main loop); `overhead_ns` per access.
     RandomAccess { sampler: usize, warmup: u64, duration_ns: u64, overhead_ns: f64 },
+    /// pmbench's linear pattern (stride 1): pages [0, npages) of VMA `vma` in order, one single
+    /// access each (`overhead_ns` besides the memory latency); one untimed pass (the warm-up),
+    /// then pass after pass for `duration_ns` (the timed loop).
+    LinearAccess { vma: usize, npages: u64, duration_ns: u64, overhead_ns: f64 },
     /// A direct-I/O read into `pages` pages of the process's sampled VMA: the pages stay pinned
     /// while the task sleeps `ns` waiting for the device.
     DirectIo { pages: u64, ns: u64 },

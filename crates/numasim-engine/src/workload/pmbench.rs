@@ -15,6 +15,8 @@ use serde::Serialize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub enum Pattern {
+    /// Every thread walks the set in page order from page 0, stride `shape` (1 only).
+    Linear,
     Uniform,
     /// Box-Muller Gaussian, mean n/2, stdev `shape` pages; draws outside the set go to n/2.
     Normal,
@@ -66,10 +68,7 @@ impl PmbenchSpec {
             "normal" => Pattern::Normal,
             "normal_ih" => Pattern::NormalIh,
             "pareto" => Pattern::Pareto,
-            "linear" => {
-                bad("pattern", "pmbench's linear pattern is not modelled yet".into());
-                Pattern::Uniform
-            }
+            "linear" => Pattern::Linear,
             other => {
                 bad("pattern", format!("unknown pattern `{other}`, expected uniform, normal, normal_ih, pareto or linear"));
                 Pattern::Uniform
@@ -78,6 +77,9 @@ impl PmbenchSpec {
         let shape = w.shape.unwrap_or(1.00001);
         if !(shape > 0.0 && shape.is_finite()) {
             bad("shape", format!("must be positive, got {shape}"));
+        } else if pattern == Pattern::Linear && shape as i64 != 1 {
+            // pattern.c: linear_alloc_pattern_fn takes the stride as (int)shape
+            bad("shape", format!("the linear pattern is modelled with stride 1 only (shape in [1, 2)), got {shape}"));
         }
         let read_ratio = w.read_ratio.unwrap_or(50);
         if !(0..=100).contains(&read_ratio) {
@@ -128,7 +130,8 @@ impl PmbenchSpec {
     pub fn weights(&self) -> Vec<f64> {
         let n = (self.set_mib * 256) as usize;
         let mut w: Vec<f64> = match self.pattern {
-            Pattern::Uniform => vec![1.0 / n as f64; n],
+            // linear: every page once per pass
+            Pattern::Uniform | Pattern::Linear => vec![1.0 / n as f64; n],
             Pattern::Normal | Pattern::NormalIh => {
                 let sigma = if self.pattern == Pattern::Normal { self.shape } else { n as f64 / 12.0 };
                 let mu = n as f64 / 2.0;
@@ -157,6 +160,9 @@ impl PmbenchSpec {
     }
 
     pub fn build(&self, k: &mut Kernel, index: usize, rng: &mut Rng) {
+        if self.pattern == Pattern::Linear {
+            return self.build_linear(k, index);
+        }
         let weights: std::sync::Arc<[f64]> = self.weights().into();
         let write_share = (100 - self.read_ratio) as f64 / 100.0;
         let ln_miss = AccessSampler::ln_miss_table(&weights);
@@ -171,6 +177,25 @@ impl PmbenchSpec {
             k.tasks[main].allowed = allowed.clone();
             for _ in 0..self.threads {
                 let op = Op::RandomAccess { sampler, warmup: self.warmup(), duration_ns: (self.duration_s * 1e9) as u64, overhead_ns: self.overhead_ns };
+                let t = new_task(k, mm, "pmbench", index, vec![op], Some(main), 0);
+                k.tasks[t].allowed = allowed.clone();
+            }
+        }
+    }
+}
+
+impl PmbenchSpec {
+    /// The linear pattern is a walk, not a distribution: each thread crosses the set page by
+    /// page (an access stream whose per-page cost is one access's latency plus the overhead).
+    fn build_linear(&self, k: &mut Kernel, index: usize) {
+        let allowed: Vec<bool> = k.topo.cpu_node.iter().map(|&n| self.nodes & (1 << n) != 0).collect();
+        for _ in 0..self.processes {
+            let mm = new_mm(k, "pmbench");
+            let vma = k.mms[mm].mmap_anon(self.map_mib * 256, VM_READ | VM_WRITE);
+            let main = new_task(k, mm, "pmbench", index, vec![Op::Spawn, Op::Join], None, (self.start_s * 1e9) as u64);
+            k.tasks[main].allowed = allowed.clone();
+            for _ in 0..self.threads {
+                let op = Op::LinearAccess { vma, npages: self.set_mib * 256, duration_ns: (self.duration_s * 1e9) as u64, overhead_ns: self.overhead_ns };
                 let t = new_task(k, mm, "pmbench", index, vec![op], Some(main), 0);
                 k.tasks[t].allowed = allowed.clone();
             }
