@@ -483,3 +483,30 @@ fn pmbench_linear_walks_the_set_in_order() {
         assert!(e.to_string().contains("stride 1"), "{e}");
     }
 }
+
+/// mm/memory.c: do_anonymous_page maps the shared zero page for a first access that is a load
+/// (no page allocated, nothing for NUMA balancing to scan); the first store then copies it
+/// (do_wp_page -> wp_page_copy), a second fault. pmbench's loads and stores: read-only runs
+/// allocate nothing, write-only runs fault once per page, mixed runs in between.
+#[test]
+fn pmbench_first_loads_map_the_zero_page() {
+    let run = |read_ratio: u32, balancing: bool| {
+        run_toml(&format!(
+            "[machine]\nprofile = \"intel-2s-128g\"\ncpus_per_node = 8\nmemory_gib_per_node = 2\n[kernel]\nnuma_balancing = {balancing}\n\
+             [[workload]]\nkind = \"pmbench\"\nthreads = 4\nset_mib = 64\npattern = \"uniform\"\nread_ratio = {read_ratio}\nduration_s = 3.0\n"
+        ))
+    };
+    let pages = 64 * 256;
+    let reads = run(100, true);
+    assert_eq!(reads.counter("pgalloc_normal"), 0, "only the zero page is mapped");
+    assert_eq!(reads.counter("pgfault"), pages, "one read fault per page");
+    assert_eq!(reads.counter("numa_pte_updates") + reads.counter("numa_hint_faults"), 0, "nothing to scan");
+    let writes = run(0, false);
+    assert_eq!((writes.counter("pgalloc_normal"), writes.counter("pgfault")), (pages, pages));
+    let mixed = run(50, false);
+    let (alloc, faults) = (mixed.counter("pgalloc_normal"), mixed.counter("pgfault"));
+    assert_eq!(alloc, pages, "every page is stored to within 3 s");
+    // about half the pages are loaded first: a zero-page fault, then the copy
+    let extra = (faults - alloc) as f64 / pages as f64;
+    assert!((extra - 0.5).abs() < 0.03, "{extra}");
+}

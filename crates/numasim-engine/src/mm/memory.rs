@@ -15,8 +15,28 @@ impl Kernel {
     /// sysfs settings allow, else a base page) under the VMA's or task's policy and zero it.
     // mm/memory.c: do_anonymous_page
     pub fn do_anonymous_page(&mut self, t: usize, vma: usize, idx: u64) -> Option<f64> {
+        self.map_new_anon_folio(t, vma, idx, true)
+    }
+
+    /// A first access that is a load maps the shared zero page read-only: a fault, but no
+    /// allocation and nothing for NUMA balancing (the scanner skips the zero page); the first
+    /// store copies it (`do_wp_zero_page`). The zero-page PTE itself is not recorded.
+    // mm/memory.c: do_anonymous_page ("Use the zero-page for reads")
+    pub fn do_anonymous_read(&mut self) -> f64 {
+        self.count(VmEvent::Pgfault, 1);
+        self.cost.fault_entry_exit_ns
+    }
+
+    /// A store to a zero-page PTE: a new zeroed base page (order 0 whatever the mTHP settings)
+    /// under the VMA's or task's policy replaces it.
+    // mm/memory.c: do_wp_page -> wp_page_copy (is_zero_pfn: vma_alloc_zeroed_movable_folio)
+    pub fn do_wp_zero_page(&mut self, t: usize, vma: usize, idx: u64) -> Option<f64> {
+        self.map_new_anon_folio(t, vma, idx, false)
+    }
+
+    fn map_new_anon_folio(&mut self, t: usize, vma: usize, idx: u64, large: bool) -> Option<f64> {
         let (mm, cpu) = (self.tasks[t].mm, self.tasks[t].cpu);
-        let (head, order, node) = match self.alloc_anon_folio(t, vma, idx) {
+        let (head, order, node) = match large.then(|| self.alloc_anon_folio(t, vma, idx)).flatten() {
             Some(f) => f,
             None => {
                 let pol = self.mms[mm].vmas[vma].policy.unwrap_or(self.tasks[t].policy);

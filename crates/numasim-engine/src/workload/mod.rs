@@ -86,7 +86,9 @@ impl WorkloadSpec {
     /// event generation), plus for random-access workloads the weight (8 B) and heap entry (24 B).
     pub fn host_bytes_per_page(&self) -> u64 {
         match self {
-            WorkloadSpec::Pmbench(_) | WorkloadSpec::XfsRepair(_) | WorkloadSpec::KvmGuest(_) => 8 + 8 + 24,
+            // a pmbench page may have two first-touch events: a zero-page read, the first store
+            WorkloadSpec::Pmbench(_) => 8 + 16 + 24,
+            WorkloadSpec::XfsRepair(_) | WorkloadSpec::KvmGuest(_) => 8 + 8 + 24,
             _ => 8,
         }
     }

@@ -170,7 +170,7 @@ impl PmbenchSpec {
         for _ in 0..self.processes {
             let mm = new_mm(k, "pmbench");
             let vma = k.mms[mm].mmap_anon(self.map_mib * 256, VM_READ | VM_WRITE);
-            k.samplers.push(AccessSampler::with_table(mm, vma, weights.clone(), Some(ln_miss.clone()), write_share, self.overhead_ns, Rng::new(rng.next_u64(), 0)));
+            k.samplers.push(AccessSampler::with_table(mm, vma, weights.clone(), Some(ln_miss.clone()), write_share, self.overhead_ns, Rng::new(rng.next_u64(), 0), true));
             let sampler = k.samplers.len() - 1;
             k.mms[mm].sampler = Some(sampler);
             let main = new_task(k, mm, "pmbench", index, vec![Op::Spawn, Op::Join], None, (self.start_s * 1e9) as u64);

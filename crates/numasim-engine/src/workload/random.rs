@@ -276,7 +276,22 @@ struct FirstTouch {
 }
 
 impl FirstTouch {
-    /// An empty queue for pages below `n`.
+    /// Kinds of first-touch event, in the low bits of the queue's page code (4 k + kind): the
+    /// page's first access (`ANY`), a first access that is a load and maps the zero page
+    /// (`ZERO_READ`), then that page's first store (`ZERO_COW`).
+    const ANY: u64 = 0;
+    const ZERO_READ: u64 = 1;
+    const ZERO_COW: u64 = 2;
+
+    fn code(k: u64, kind: u64) -> u64 {
+        4 * k + kind
+    }
+
+    fn decode(code: u64) -> (u64, u64) {
+        (code / 4, code % 4)
+    }
+
+    /// An empty queue for page codes below `n`.
     fn new(n: usize) -> Self {
         let page_bits = usize::BITS - n.saturating_sub(1).leading_zeros();
         FirstTouch { packed: Vec::with_capacity(n), page_bits, rest: Vec::new(), cursor: 0, front: None }
@@ -357,6 +372,9 @@ pub struct AccessSampler {
     /// The VM (index in `Kernel::kvms`) whose vCPUs make these accesses through its secondary
     /// MMU: a page needs a fault when its SPTE is gone, whatever the host PTE says.
     pub kvm: Option<usize>,
+    /// A first access that is a load maps the zero page (pmbench's plain loads; not a buffer
+    /// that I/O or a guest fills first).
+    pub zero_page_reads: bool,
     /// `ln_miss_table` of `weight`, if the workload made one.
     ln_miss: Option<Arc<[f64]>>,
 }
@@ -406,11 +424,12 @@ impl AccessSampler {
     }
 
     pub fn new(mm: usize, vma: usize, weight: Arc<[f64]>, write_share: f64, overhead_ns: f64, rng: Rng) -> Self {
-        Self::with_table(mm, vma, weight, None, write_share, overhead_ns, rng)
+        Self::with_table(mm, vma, weight, None, write_share, overhead_ns, rng, false)
     }
 
-    /// `new` with the `ln_miss_table` of `weight`.
-    pub fn with_table(mm: usize, vma: usize, weight: Arc<[f64]>, ln_miss: Option<Arc<[f64]>>, write_share: f64, overhead_ns: f64, rng: Rng) -> Self {
+    /// `new` with the `ln_miss_table` of `weight`; `zero_page_reads`: see the field.
+    #[allow(clippy::too_many_arguments)]
+    pub fn with_table(mm: usize, vma: usize, weight: Arc<[f64]>, ln_miss: Option<Arc<[f64]>>, write_share: f64, overhead_ns: f64, rng: Rng, zero_page_reads: bool) -> Self {
         let n = weight.len();
         assert!(ln_miss.as_ref().is_none_or(|t| t.len() == n));
         assert!((n as u64) < 1 << (TAG_BITS - 9), "a sampled working set of {n} pages is too large");
@@ -426,16 +445,26 @@ impl AccessSampler {
             mean_known: Cell::new(0),
             counter: 0.0,
             latency_hist: [0.0; LATENCY_BUCKETS],
-            initial: FirstTouch::new(n),
+            initial: FirstTouch::new(4 * n),
             next_initial: false,
             heap: Calendar::default(),
             rng,
             kvm: None,
+            zero_page_reads: false,
             ln_miss,
         };
+        s.zero_page_reads = zero_page_reads;
         for k in 0..n as u64 {
             if let Some(at) = s.draw(k, false) {
-                s.initial.push(at, k);
+                if s.zero_page_reads && s.draws_a_read() {
+                    // a load first: the zero page now, the page itself at the first store
+                    s.initial.push(at, FirstTouch::code(k, FirstTouch::ZERO_READ));
+                    if let Some(w) = s.draw(k, true) {
+                        s.initial.push(at.saturating_add(w), FirstTouch::code(k, FirstTouch::ZERO_COW));
+                    }
+                } else {
+                    s.initial.push(at, FirstTouch::code(k, FirstTouch::ANY));
+                }
             }
         }
         s.initial.sort();
@@ -497,8 +526,10 @@ impl AccessSampler {
 
     /// Drop stale events at the front of both queues; returns the calendar's front.
     fn skip_stale(&mut self, pages: &[PageEntry]) -> Option<Event> {
-        while let Some((_, k)) = self.initial.front {
-            if pages[k as usize].event_gen == 1 {
+        while let Some((_, code)) = self.initial.front {
+            // a zero-page read has no page state to go stale
+            let (k, kind) = FirstTouch::decode(code);
+            if kind == FirstTouch::ZERO_READ || pages[k as usize].event_gen == 1 {
                 break;
             }
             self.initial.advance();
@@ -517,7 +548,8 @@ impl AccessSampler {
     /// queue or the current bucket): the one the pop brought `d` places near.
     fn ahead(&self, d: usize) -> Option<u64> {
         if self.next_initial {
-            self.initial.get(self.initial.cursor + d).map(|e| e.1)
+            let (k, kind) = FirstTouch::decode(self.initial.get(self.initial.cursor + d)?.1);
+            (kind != FirstTouch::ZERO_READ).then_some(k)
         } else {
             let c = &self.heap.current;
             c.len().checked_sub(1 + d).map(|j| (c[j] & TAG_MASK) >> 9)
@@ -546,6 +578,11 @@ impl AccessSampler {
         self.rng.next_u64()
     }
 
+    /// Whether a first access is a load (probability 1 - `write_share`).
+    fn draws_a_read(&mut self) -> bool {
+        self.write_share < 1.0 && (self.rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64) >= self.write_share
+    }
+
     /// Accesses left before the next pending event (f64::INFINITY if none).
     fn until_next(&mut self, pages: &[PageEntry]) -> f64 {
         let b = self.skip_stale(pages).map(|e| e.0);
@@ -560,16 +597,20 @@ impl AccessSampler {
 
     /// Take the earliest event; call right after `until_next`, which dropped stale fronts and
     /// found the queue it is in.
-    fn pop(&mut self, pages: &mut [PageEntry]) -> Option<(u64, bool)> {
+    /// Returns the page, whether only a store counts (write_only), and the first-touch kind.
+    fn pop(&mut self, pages: &mut [PageEntry]) -> Option<(u64, bool, u64)> {
         if self.next_initial {
-            let (_, k) = self.initial.front?;
+            let (_, code) = self.initial.front?;
             self.initial.advance();
-            pages[k as usize].event_gen = 0;
-            Some((k, false))
+            let (k, kind) = FirstTouch::decode(code);
+            if kind != FirstTouch::ZERO_READ {
+                pages[k as usize].event_gen = 0;
+            }
+            Some((k, false, kind))
         } else {
             self.heap.pop().map(|e| {
                 let (_, k, _, w) = unpack(e);
-                (k, w)
+                (k, w, FirstTouch::ANY)
             })
         }
     }
@@ -831,16 +872,19 @@ impl Kernel {
             if until <= can {
                 *b -= n * cost;
                 let (smp, pages) = self.sampler_pages(s);
-                if let Some((k, write_only)) = smp.pop(pages) {
+                if let Some((k, write_only, kind)) = smp.pop(pages) {
                     self.prefetch_ahead(s, node);
                     self.clock = self.now + (self.tick_ns as f64 - *b).max(0.0) as u64;
                     let u = self.faulting_thread(t, s);
                     let sys = self.tasks[u].sys_ns;
-                    if u == t {
-                        self.access_fault(t, s, k, write_only, b);
+                    // another thread's fault: its time is taken from that thread's CPU
+                    let mut none = 0.0;
+                    let bu = if u == t { &mut *b } else { &mut none };
+                    if kind == FirstTouch::ZERO_READ {
+                        let c = self.do_anonymous_read();
+                        self.charge_sys(u, c, bu);
                     } else {
-                        // another thread's fault: its time is taken from that thread's CPU
-                        self.access_fault(u, s, k, write_only, &mut 0.0);
+                        self.access_fault(u, s, k, write_only, kind, bu);
                     }
                     if timed {
                         // the faulting access takes the fault's time on top of the access
@@ -873,7 +917,7 @@ impl Kernel {
 
     /// The first access to page `k` since it needed a fault.
     // mm/memory.c: handle_pte_fault dispatch
-    fn access_fault(&mut self, t: usize, s: usize, k: u64, write_only: bool, b: &mut f64) {
+    fn access_fault(&mut self, t: usize, s: usize, k: u64, write_only: bool, kind: u64, b: &mut f64) {
         if let Some(vm) = self.samplers[s].kvm {
             let c = self.kvm_tdp_page_fault(t, vm, k);
             return self.charge_sys(t, c, b);
@@ -881,8 +925,12 @@ impl Kernel {
         let (mm, vma) = (self.samplers[s].mm, self.samplers[s].vma);
         let pt = &self.mms[mm].vmas[vma].pt;
         let cost = if !pt.populated(k) {
-            // a first read would map the zero page: treated as a write fault (approximation)
-            self.do_anonymous_page(t, vma, k).unwrap_or(0.0)
+            if kind == FirstTouch::ZERO_COW {
+                // the first store after a first load copies the zero page
+                self.do_wp_zero_page(t, vma, k).unwrap_or(0.0)
+            } else {
+                self.do_anonymous_page(t, vma, k).unwrap_or(0.0)
+            }
         } else if pt.protnone(k) {
             let c = self.do_numa_page(t, vma, k);
             // pages the fault left read-only take a write fault on their next store (a THP's
