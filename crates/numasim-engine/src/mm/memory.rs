@@ -18,13 +18,14 @@ impl Kernel {
         self.map_new_anon_folio(t, vma, idx, true)
     }
 
-    /// A first access that is a load maps the shared zero page read-only: a fault, but no
-    /// allocation and nothing for NUMA balancing (the scanner skips the zero page); the first
-    /// store copies it (`do_wp_zero_page`). The zero-page PTE itself is not recorded.
+    /// `n` first accesses that are loads map the shared zero page read-only: faults, but no
+    /// allocation and nothing for NUMA balancing (the scanner skips the zero page), so they
+    /// are counted together; the first store copies the page (`do_wp_zero_page`). The
+    /// zero-page PTE itself is not recorded. Returns their time, ns.
     // mm/memory.c: do_anonymous_page ("Use the zero-page for reads")
-    pub fn do_anonymous_read(&mut self) -> f64 {
-        self.count(VmEvent::Pgfault, 1);
-        self.cost.fault_entry_exit_ns
+    pub fn do_anonymous_reads(&mut self, n: u64) -> f64 {
+        self.count(VmEvent::Pgfault, n);
+        n as f64 * self.cost.fault_entry_exit_ns
     }
 
     /// A store to a zero-page PTE: a new zeroed base page (order 0 whatever the mTHP settings)

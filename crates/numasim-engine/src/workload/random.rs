@@ -276,19 +276,18 @@ struct FirstTouch {
 }
 
 impl FirstTouch {
-    /// Kinds of first-touch event, in the low bits of the queue's page code (4 k + kind): the
-    /// page's first access (`ANY`), a first access that is a load and maps the zero page
-    /// (`ZERO_READ`), then that page's first store (`ZERO_COW`).
+    /// Kinds of first-touch event, in the low bit of the queue's page code (2 k + kind): the
+    /// page's first access (`ANY`), or its first store after a first load mapped the zero page
+    /// (`ZERO_COW`).
     const ANY: u64 = 0;
-    const ZERO_READ: u64 = 1;
-    const ZERO_COW: u64 = 2;
+    const ZERO_COW: u64 = 1;
 
     fn code(k: u64, kind: u64) -> u64 {
-        4 * k + kind
+        2 * k + kind
     }
 
     fn decode(code: u64) -> (u64, u64) {
-        (code / 4, code % 4)
+        (code / 2, code % 2)
     }
 
     /// An empty queue for page codes below `n`.
@@ -333,6 +332,9 @@ impl FirstTouch {
     }
 }
 
+/// The zero-page reads are sorted on their threshold's bits from this one up.
+const ZERO_READ_GRAIN: u32 = 16;
+
 // one bit per node in `AccessSampler::mean_known`, and one for the total
 const _: () = assert!(MAX_NODES < 16);
 const TOTAL_KNOWN: u16 = 1 << MAX_NODES;
@@ -375,6 +377,10 @@ pub struct AccessSampler {
     /// A first access that is a load maps the zero page (pmbench's plain loads; not a buffer
     /// that I/O or a guest fills first).
     pub zero_page_reads: bool,
+    /// Thresholds of the first accesses that are loads, sorted: zero-page faults, counted as
+    /// the counter passes them (no page state, nothing for NUMA balancing to place).
+    zero_reads: Vec<u64>,
+    zero_reads_taken: usize,
     /// `ln_miss_table` of `weight`, if the workload made one.
     ln_miss: Option<Arc<[f64]>>,
 }
@@ -445,7 +451,9 @@ impl AccessSampler {
             mean_known: Cell::new(0),
             counter: 0.0,
             latency_hist: [0.0; LATENCY_BUCKETS],
-            initial: FirstTouch::new(4 * n),
+            initial: FirstTouch::new(2 * n),
+            zero_reads: Vec::new(),
+            zero_reads_taken: 0,
             next_initial: false,
             heap: Calendar::default(),
             rng,
@@ -454,11 +462,14 @@ impl AccessSampler {
             ln_miss,
         };
         s.zero_page_reads = zero_page_reads;
+        if zero_page_reads {
+            s.zero_reads.reserve(((1.0 - s.write_share) * n as f64 * 1.01) as usize + 64);
+        }
         for k in 0..n as u64 {
             if let Some(at) = s.draw(k, false) {
                 if s.zero_page_reads && s.draws_a_read() {
                     // a load first: the zero page now, the page itself at the first store
-                    s.initial.push(at, FirstTouch::code(k, FirstTouch::ZERO_READ));
+                    s.zero_reads.push(at);
                     if let Some(w) = s.draw(k, true) {
                         s.initial.push(at.saturating_add(w), FirstTouch::code(k, FirstTouch::ZERO_COW));
                     }
@@ -468,7 +479,26 @@ impl AccessSampler {
             }
         }
         s.initial.sort();
+        // ordered to within 2^16 accesses (~0.1 ms of a process's time): enough for faults
+        // that are only counted and timed
+        sort_keys(&mut s.zero_reads, ZERO_READ_GRAIN);
         s
+    }
+
+    /// How many first loads (zero-page faults) the counter has passed since the last call
+    /// (each within 2^ZERO_READ_GRAIN accesses of its threshold).
+    #[inline]
+    fn take_zero_reads(&mut self) -> u64 {
+        let from = self.zero_reads_taken;
+        let mut i = from;
+        while self.zero_reads.get(i).is_some_and(|&at| at as f64 <= self.counter) {
+            i += 1;
+        }
+        self.zero_reads_taken = i;
+        if i > from && i == self.zero_reads.len() {
+            (self.zero_reads, self.zero_reads_taken) = (Vec::new(), 0);
+        }
+        (i - from) as u64
     }
 
     /// Access count at which page `k` is next hit (by a write, if `write_only`): the counter
@@ -527,9 +557,7 @@ impl AccessSampler {
     /// Drop stale events at the front of both queues; returns the calendar's front.
     fn skip_stale(&mut self, pages: &[PageEntry]) -> Option<Event> {
         while let Some((_, code)) = self.initial.front {
-            // a zero-page read has no page state to go stale
-            let (k, kind) = FirstTouch::decode(code);
-            if kind == FirstTouch::ZERO_READ || pages[k as usize].event_gen == 1 {
+            if pages[FirstTouch::decode(code).0 as usize].event_gen == 1 {
                 break;
             }
             self.initial.advance();
@@ -548,8 +576,7 @@ impl AccessSampler {
     /// queue or the current bucket): the one the pop brought `d` places near.
     fn ahead(&self, d: usize) -> Option<u64> {
         if self.next_initial {
-            let (k, kind) = FirstTouch::decode(self.initial.get(self.initial.cursor + d)?.1);
-            (kind != FirstTouch::ZERO_READ).then_some(k)
+            self.initial.get(self.initial.cursor + d).map(|e| FirstTouch::decode(e.1).0)
         } else {
             let c = &self.heap.current;
             c.len().checked_sub(1 + d).map(|j| (c[j] & TAG_MASK) >> 9)
@@ -603,9 +630,7 @@ impl AccessSampler {
             let (_, code) = self.initial.front?;
             self.initial.advance();
             let (k, kind) = FirstTouch::decode(code);
-            if kind != FirstTouch::ZERO_READ {
-                pages[k as usize].event_gen = 0;
-            }
+            pages[k as usize].event_gen = 0;
             Some((k, false, kind))
         } else {
             self.heap.pop().map(|e| {
@@ -865,6 +890,7 @@ impl Kernel {
             let n = if until <= can { until } else { can };
             self.samplers[s].counter += n;
             done += n;
+            let zero = self.samplers[s].take_zero_reads();
             self.tasks[t].user_ns += n * cost;
             if timed {
                 self.record_latencies(s, node, n);
@@ -880,12 +906,7 @@ impl Kernel {
                     // another thread's fault: its time is taken from that thread's CPU
                     let mut none = 0.0;
                     let bu = if u == t { &mut *b } else { &mut none };
-                    if kind == FirstTouch::ZERO_READ {
-                        let c = self.do_anonymous_read();
-                        self.charge_sys(u, c, bu);
-                    } else {
-                        self.access_fault(u, s, k, write_only, kind, bu);
-                    }
+                    self.access_fault(u, s, k, write_only, kind, bu);
                     if timed {
                         // the faulting access takes the fault's time on top of the access
                         let fault = self.tasks[u].sys_ns - sys;
@@ -896,6 +917,14 @@ impl Kernel {
                 // no event before the budget or the requested accesses run out
                 let phase_ends = can >= accesses - done;
                 *b = if phase_ends { (*b - n * cost).max(0.0) } else { 0.0 };
+            }
+            if zero > 0 {
+                // the first loads among these accesses: zero-page faults, in aggregate
+                let c = self.do_anonymous_reads(zero);
+                self.charge_sys(t, c, b);
+                if timed {
+                    self.samplers[s].latency_hist[latency_bucket(self.cost.fault_entry_exit_ns + self.cost.latency_ns[node][node])] += zero as f64;
+                }
             }
         }
         done
