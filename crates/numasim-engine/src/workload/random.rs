@@ -458,10 +458,9 @@ impl AccessSampler {
             heap: Calendar::default(),
             rng,
             kvm: None,
-            zero_page_reads: false,
+            zero_page_reads,
             ln_miss,
         };
-        s.zero_page_reads = zero_page_reads;
         if zero_page_reads {
             s.zero_reads.reserve(((1.0 - s.write_share) * n as f64 * 1.01) as usize + 64);
         }
