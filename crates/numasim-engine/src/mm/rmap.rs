@@ -47,10 +47,10 @@ impl Kernel {
 
     fn try_to_migrate_pte(&mut self, p: PageRef, cpu: usize, batch: Option<&mut TlbBatch>) -> f64 {
         let accessible = self.pte_accessible(p);
-        let defer = self.mms[p.mm].cpumask.iter().enumerate().any(|(c, &b)| b && c != cpu);
+        // arch_tlbbatch_should_defer: another CPU may hold the mm's translations
+        let defer = |k: &Kernel| k.mms[p.mm].cpumask.iter().enumerate().any(|(c, &b)| b && c != cpu);
         match batch {
-            // arch_tlbbatch_should_defer
-            Some(batch) if defer => {
+            Some(batch) if defer(self) => {
                 // set_tlb_ubc_flush_pending: since 4d4b6d66db63 (v6.4) nothing to flush for a
                 // PTE that is not accessible; the v6.3 code deferred a flush regardless
                 if accessible || !self.feature(Feature::MigrateSkipInaccessibleFlush) {
