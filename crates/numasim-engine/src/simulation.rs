@@ -171,10 +171,8 @@ impl Kernel {
     pub fn exit_mmap(&mut self, mm: usize) {
         let mut freed = vec![0u64; self.topo.nr_nodes];
         for v in self.mms[mm].vmas.iter_mut() {
-            for i in 0..v.pt.len() {
-                if v.pt.populated(i) {
-                    freed[v.pt.unpopulate(i)] += 1;
-                }
+            for (f, g) in freed.iter_mut().zip(v.pt.unmap_all()) {
+                *f += g;
             }
         }
         for (n, &f) in freed.iter().enumerate() {

@@ -191,6 +191,22 @@ impl PageTable {
         self.set_flags(i, flags);
     }
 
+    /// Unmap every page (exit_mmap); returns the pages freed per node, from the block
+    /// summaries. Event generations stay, as in `unpopulate`.
+    pub fn unmap_all(&mut self) -> [u64; MAX_NODES] {
+        let mut freed = [0u64; MAX_NODES];
+        for k in &self.blocks {
+            for (f, &c) in freed.iter_mut().zip(k.node.iter()) {
+                *f += c as u64;
+            }
+        }
+        for e in &mut self.pages {
+            *e = PageEntry { event_gen: e.event_gen, ..EMPTY };
+        }
+        self.blocks.fill(Block::default());
+        freed
+    }
+
     /// Unmap a page (exit_mmap / free); returns its node.
     pub fn unpopulate(&mut self, i: u64) -> usize {
         let n = self.pages[i as usize].node as usize;
@@ -306,5 +322,26 @@ mod tests {
         assert_eq!(pt.blocks[0].node[0], 1);
         assert_eq!(pt.recount(), pt.blocks);
         assert_eq!(pt.block_len(1), 488);
+    }
+
+    /// mm/mmap.c: exit_mmap — unmapping a whole table frees each populated page once, counted
+    /// per node from the block summaries, and leaves nothing mapped.
+    #[test]
+    fn unmap_all_frees_every_page_once() {
+        let mut pt = PageTable::new(2000);
+        for i in (0..1024).step_by(3) {
+            pt.populate(i, (i % 2) as usize, PTE_WRITE);
+        }
+        pt.populate_folio(1024, 9, 1, PTE_WRITE, true);
+        pt.make_protnone(6);
+        pt.pages[9].event_gen = 7;
+        let want: Vec<u64> = (0..2).map(|n| (0..2000).filter(|&i| pt.populated(i) && pt.nid(i) as usize == n).count() as u64).collect();
+        let freed = pt.unmap_all();
+        assert_eq!(freed[..2], want[..]);
+        assert!(freed[2..].iter().all(|&f| f == 0));
+        assert!((0..2000).all(|i| !pt.populated(i) && !pt.protnone(i)));
+        assert_eq!(pt.recount(), pt.blocks);
+        assert!(pt.blocks.iter().all(|k| *k == Block::default()));
+        assert_eq!(pt.pages[9].event_gen, 7, "a pending event's generation stays");
     }
 }
