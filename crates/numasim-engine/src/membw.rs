@@ -19,6 +19,8 @@ impl Kernel {
         let mut node_demand = [0.0f64; MAX_NODES];
         let mut link_demand = [[0.0f64; MAX_NODES]; MAX_NODES];
         let mut lone_rate = Vec::with_capacity(running.len());
+        // pmbench linear walkers: their per-access overhead (latency-bound, no stream demand)
+        let mut walker = Vec::with_capacity(running.len());
         for &(c, t) in &running {
             let a = self.cpu_node(c);
             let share = if self.topo.siblings(c).any(|s| busy[s]) { self.cost.smt_share } else { 1.0 };
@@ -27,9 +29,13 @@ impl Kernel {
             p.cur_bytes = [0.0; MAX_NODES];
             let total: f64 = p.last_bytes[..nr].iter().sum();
             let single = matches!(p.program.get(p.pc), Some(Op::RandomAccess { .. }));
-            let linear = matches!(p.program.get(p.pc), Some(Op::LinearAccess { .. }));
+            let linear = match p.program.get(p.pc) {
+                Some(&Op::LinearAccess { overhead_ns, .. }) => Some(overhead_ns),
+                _ => None,
+            };
+            walker.push(linear);
             let mut mix = [0.0f64; MAX_NODES];
-            if (total == 0.0 && single) || linear {
+            if (total == 0.0 && single) || linear.is_some() {
                 // single latency-bound accesses (pmbench, a guest): no stream demand
                 lone_rate.push(share);
                 continue;
@@ -57,7 +63,7 @@ impl Kernel {
             let a = self.cpu_node(c);
             let share = lone_rate[i];
             let mut cost = [0.0f64; MAX_NODES];
-            if let Some(&Op::LinearAccess { overhead_ns, .. }) = self.tasks[t].program.get(self.tasks[t].pc) {
+            if let Some(overhead_ns) = walker[i] {
                 // pmbench linear: one latency-bound access per page crossed
                 for n in 0..nr {
                     cost[n] = self.cost.latency_ns[a][n] + overhead_ns;

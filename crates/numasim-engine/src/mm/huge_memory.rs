@@ -101,7 +101,7 @@ impl Kernel {
             return false;
         }
         let p = f * order as f64 / HPAGE_PMD_ORDER as f64;
-        let u = (self.frag_rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        let u = self.frag_rng.unit();
         u < p
     }
 

@@ -66,6 +66,19 @@ impl Kernel {
         }
     }
 
+    /// The I/O task `t` waited for has completed: its pages are unpinned (unpin_user_pages).
+    fn unpin_completed_io(&mut self, t: usize) {
+        let mm = self.tasks[t].mm;
+        if !self.mms[mm].io_pins.is_empty() {
+            self.mms[mm].io_pins.retain(|pin| pin.0 != t);
+        }
+    }
+
+    /// `clock` of the running task with `budget_left` ns of its tick still to run.
+    pub fn set_clock(&mut self, budget_left: f64) {
+        self.clock = self.now + (self.tick_ns as f64 - budget_left).max(0.0) as u64;
+    }
+
     /// The scan windows won this tick, before any CPU runs: each winner scans on return to user
     /// space at the start of its tick (after its debts), and the other threads of its mm see the
     /// window's PROT_NONE PTEs and its pending flush in the same tick, whatever their CPU.
@@ -80,9 +93,7 @@ impl Kernel {
                 continue;
             }
             self.tasks[t].numa.work_pending = false;
-            let mm = self.tasks[t].mm;
-            // the I/O this task waited for completed: unpin_user_pages
-            self.mms[mm].io_pins.retain(|pin| pin.0 != t);
+            self.unpin_completed_io(t);
             self.clock = self.now + debts as u64;
             let c = self.task_numa_work(t);
             // paid from the tick's budget in run_task, as the debts before it
@@ -108,13 +119,9 @@ impl Kernel {
             b -= pay;
             self.tasks[t].wait_debt_ns -= pay;
         }
-        let mm = self.tasks[t].mm;
-        if !self.mms[mm].io_pins.is_empty() {
-            // the I/O this task waited for completed: unpin_user_pages
-            self.mms[mm].io_pins.retain(|pin| pin.0 != t);
-        }
+        self.unpin_completed_io(t);
         while b > 0.0 && self.tasks[t].state == TaskState::Runnable && self.oom.is_none() {
-            self.clock = self.now + (tick - b) as u64;
+            self.set_clock(b);
             let pc = self.tasks[t].pc;
             let Some(&op) = self.tasks[t].program.get(pc) else {
                 self.task_exit(t, tick - b);
@@ -450,7 +457,7 @@ impl Kernel {
     fn touch_page(&mut self, t: usize, vma: usize, idx: u64, b: &mut f64) -> bool {
         let mm = self.tasks[t].mm;
         // the fault happens where the stream is in its tick
-        self.clock = self.now + (self.tick_ns as f64 - *b).max(0.0) as u64;
+        self.set_clock(*b);
         if !self.mms[mm].vmas[vma].pt.populated(idx) {
             match self.do_anonymous_page(t, vma, idx) {
                 Some(c) => self.charge_sys(t, c, b),

@@ -606,7 +606,7 @@ impl AccessSampler {
 
     /// Whether a first access is a load (probability 1 - `write_share`).
     fn draws_a_read(&mut self) -> bool {
-        self.write_share < 1.0 && (self.rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64) >= self.write_share
+        self.write_share < 1.0 && self.rng.unit() >= self.write_share
     }
 
     /// Accesses left before the next pending event (f64::INFINITY if none).
@@ -730,7 +730,7 @@ impl Kernel {
         }
         let p = p.min(1.0 - 1e-12);
         let overhead = self.samplers[s].overhead_ns;
-        let u = (self.samplers[s].rng_next() >> 11) as f64 / (1u64 << 53) as f64;
+        let u = self.samplers[s].rng.unit();
         // quick rejection, the same answer as the exact test below: hit = 1 - (1 - p)^n is at
         // most n p / (1 - p), and n at most every thread at the lowest latency (a margin
         // covers rounding)
@@ -899,7 +899,7 @@ impl Kernel {
                 let (smp, pages) = self.sampler_pages(s);
                 if let Some((k, write_only, kind)) = smp.pop(pages) {
                     self.prefetch_ahead(s, node);
-                    self.clock = self.now + (self.tick_ns as f64 - *b).max(0.0) as u64;
+                    self.set_clock(*b);
                     let u = self.faulting_thread(t, s);
                     let sys = self.tasks[u].sys_ns;
                     // another thread's fault: its time is taken from that thread's CPU
