@@ -55,6 +55,9 @@ def stddev(xs, ddof: int = 1) -> float:
     n = len(xs)
     if n - ddof <= 0 or n < 2:
         return math.nan
+    if min(xs) == max(xs):
+        # exactly 0: the rounded mean of equal samples can differ from them in the last bit
+        return 0.0
     m = amean(xs)
     return math.sqrt(sum((x - m) ** 2 for x in xs) / (n - ddof))
 
