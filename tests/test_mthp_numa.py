@@ -41,7 +41,7 @@ def test_registered_with_25_scenarios():
 def test_scenario_toml(key, version, thp):
     d = tomllib.loads(experiments.get("mthp-numa").scenarios()[key])
     assert d["seed"] == 1
-    assert d["machine"] == {"profile": "xeon-platinum-2n-128c"}
+    assert d["machine"] == {"profile": "xeon-icx-2n-128c"}
     assert d["kernel"] == {"version": version, "thp": thp}
     assert d["workload"] == [{"kind": key[1]}]
 

@@ -14,8 +14,11 @@ pub struct CostProfile {
     pub smt_share: f64,
     /// Idle load-to-use latency, ns, [cpu node][memory node].
     pub latency_ns: Vec<Vec<f64>>,
-    /// Memory-controller bandwidth per node, GiB/s.
+    /// Memory-controller bandwidth per node, GiB/s of DRAM traffic.
     pub node_bandwidth_gibps: Vec<f64>,
+    /// DRAM bytes moved per byte a streaming store writes: 2 with write-allocate caches (the
+    /// line is read for ownership, then written back), 1 with non-temporal stores.
+    pub dram_bytes_per_store: f64,
     /// Interconnect bandwidth per direction between two nodes, GiB/s.
     pub interconnect_gibps: f64,
     pub fault_entry_exit_ns: f64,

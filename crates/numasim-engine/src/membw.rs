@@ -72,7 +72,8 @@ impl Kernel {
                 continue;
             }
             for n in 0..nr {
-                let node_cap = CostProfile::bytes_per_ns(self.cost.node_bandwidth_gibps[n]);
+                // stored bytes a controller can take: each costs dram_bytes_per_store of DRAM traffic
+                let node_cap = CostProfile::bytes_per_ns(self.cost.node_bandwidth_gibps[n]) / self.cost.dram_bytes_per_store;
                 let mut slow = (node_demand[n] / node_cap).max(1.0);
                 if n != a {
                     slow = slow.max(link_demand[a][n] / link_cap);
@@ -86,8 +87,31 @@ impl Kernel {
 
 #[cfg(test)]
 mod tests {
+    use crate::cost::{CostProfile, PAGE_SIZE};
     use crate::testutil::{small_kernel, thread};
     use crate::workload::Op;
+
+    /// Ordinary stores are write-allocate: a memset stream's line is read for ownership and later
+    /// written back, so each stored byte takes `dram_bytes_per_store` bytes of its memory
+    /// controller's DRAM bandwidth (glibc's pre-2.40 `rep stosb` memset).
+    #[test]
+    fn write_allocate_stores_take_two_bytes_of_dram_bandwidth_each() {
+        let mut k = small_kernel("");
+        let t = thread(&k, 0);
+        let node = k.task_node(t);
+        let streams = (0..k.cpus.len()).filter(|&c| k.cpu_node(c) == node && k.cpus[c].curr().is_some()).count();
+        assert!(streams >= 2, "the fixture runs its threads two to a node");
+        let lone = PAGE_SIZE / CostProfile::bytes_per_ns(k.cost.stream_gibps[node][node]);
+        // DRAM for 1.5 times the node's stores: enough with non-temporal stores, short by a
+        // quarter with write-allocate ones
+        k.cost.node_bandwidth_gibps[node] = 1.5 * streams as f64 * k.cost.stream_gibps[node][node];
+        k.cost.dram_bytes_per_store = 1.0;
+        k.update_page_costs();
+        assert!((k.tasks[t].page_cost[node] / lone - 1.0).abs() < 1e-9);
+        k.cost.dram_bytes_per_store = 2.0;
+        k.update_page_costs();
+        assert!((k.tasks[t].page_cost[node] / lone - 4.0 / 3.0).abs() < 1e-9, "{} vs {lone}", k.tasks[t].page_cost[node]);
+    }
 
     /// Threads making single random accesses (pmbench) move no stream of bytes, so they take
     /// no share of a memory controller from a memset stream on the same node.
@@ -105,7 +129,7 @@ mod tests {
             let pc = k.tasks[t].pc;
             k.tasks[t].program[pc] = Op::RandomAccess { sampler: 0, warmup: 0, duration_ns: 1, overhead_ns: 0.0 };
         }
-        k.cost.node_bandwidth_gibps[0] = k.cost.stream_gibps[0][0] * 1.5;
+        k.cost.node_bandwidth_gibps[0] = k.cost.stream_gibps[0][0] * 1.5 * k.cost.dram_bytes_per_store;
         k.update_page_costs();
         assert_eq!(k.tasks[streamer].page_cost, alone, "controller of {cap} GiB/s shared with nobody");
     }

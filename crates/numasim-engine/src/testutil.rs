@@ -18,6 +18,7 @@ stream_gibps = [[2.0, 1.4], [1.4, 2.0]]
 smt_share = 0.5
 latency_ns = [[100.0, 180.0], [180.0, 100.0]]
 node_bandwidth_gibps = [100.0, 100.0]
+dram_bytes_per_store = 2.0
 interconnect_gibps = 50.0
 fault_entry_exit_ns = 1000.0
 clear_page_ns = 400.0

@@ -1,9 +1,8 @@
 """autonuma-balancing: autonuma-benchmark with kernel.numa_balancing off / on.
 
-Machine: xeon-platinum-2n-128c (2 nodes, 128 CPUs; seed 001's machine).
-The checks are the acceptance criteria of numasim's first issue; seed 001
-publishes only mTHP numbers for this machine, which do not apply here, so the
-rows carry no reference values.
+Machine: xeon-platinum-2n-128c (2 nodes, 128 CPUs, DDR5-class; the default).
+The checks are the acceptance criteria of numasim's first issue; no changelog
+publishes these runs for this machine, so the rows carry no reference values.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 
 What the changelog measured (workloads.md §6 (b)): autonuma-benchmark elapsed times (numa01,
 numa01_THREAD_ALLOC, numa02, numa02_SMT; start_bench's `%e`, one run each) on a 2-node,
-128-core Intel Xeon Platinum (xeon-platinum-2n-128c), base mm-unstable 2024-03-25 without and
+128-core Intel Xeon Platinum (xeon-icx-2n-128c, Ice Lake-SP assumed), base mm-unstable 2024-03-25 without and
 with the patch, with one multi-size THP size enabled at a time: 16K, 64K and 128K.
 
 What base and patched mean in the model (only kernel.version differs):
@@ -38,7 +38,7 @@ from __future__ import annotations
 from numasim.experiments.registry import Experiment, Row, register
 from numasim.scenario import apply_overrides, to_toml
 
-MACHINE = "xeon-platinum-2n-128c"
+MACHINE = "xeon-icx-2n-128c"
 SEED = 1
 VERSIONS = {"base": "6.9", "patched": "6.10"}
 COLUMNS = list(VERSIONS)
@@ -162,7 +162,7 @@ def pmd_rows(r) -> list:
 class MthpNuma(Experiment):
     name = "mthp-numa"
     description = ("seed 001: 6.9 vs 6.10 NUMA balancing of PTE-mapped mTHP (16K, 64K, 128K); "
-                   "autonuma-benchmark on xeon-platinum-2n-128c")
+                   "autonuma-benchmark on xeon-icx-2n-128c")
     columns = COLUMNS
 
     def scenarios(self, overrides=None) -> dict:

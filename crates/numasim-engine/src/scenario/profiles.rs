@@ -2,6 +2,7 @@
 
 const PROFILES: &[(&str, &str)] = &[
     ("xeon-platinum-2n-128c", include_str!("../../profiles/machines/xeon-platinum-2n-128c.toml")),
+    ("xeon-icx-2n-128c", include_str!("../../profiles/machines/xeon-icx-2n-128c.toml")),
     ("intel-2s-128g", include_str!("../../profiles/machines/intel-2s-128g.toml")),
     ("intel-4s-48c", include_str!("../../profiles/machines/intel-4s-48c.toml")),
 ];

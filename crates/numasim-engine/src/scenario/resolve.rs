@@ -214,6 +214,9 @@ fn check_cost(c: &crate::cost::CostProfile, nodes: usize, p: &mut Problems) {
     if c.node_bandwidth_gibps.len() != nodes {
         p.push(ScenarioProblem::new("machine.cost.node_bandwidth_gibps", "impossible_topology", format!("needs {nodes} entries")));
     }
+    if !(c.dram_bytes_per_store >= 1.0 && c.dram_bytes_per_store.is_finite()) {
+        p.push(ScenarioProblem::new("machine.cost.dram_bytes_per_store", "invalid_value", format!("must be at least 1 (a stored byte is written once), got {}", c.dram_bytes_per_store)));
+    }
     let positive = [("smt_share", c.smt_share), ("interconnect_gibps", c.interconnect_gibps), ("page_copy_gibps", c.page_copy_gibps)];
     for (name, v) in positive.into_iter().chain(c.node_bandwidth_gibps.iter().map(|&v| ("node_bandwidth_gibps", v))) {
         if !(v > 0.0 && v.is_finite()) {
