@@ -351,6 +351,7 @@ mod tests {
 
 #[cfg(test)]
 mod window_tests {
+    use super::NSEC_PER_MSEC;
     use crate::testutil::{small_kernel, thread};
     use crate::vmstat::VmEvent;
 
@@ -500,5 +501,33 @@ mod window_tests {
         k.tasks[t].numa.faults_locality = [10, 0, 0];
         k.update_task_scan_period(t, 10, 0); // lr 0, ps 0 -> -7 slots of 260 ms
         assert_eq!(k.tasks[t].numa.scan_period, 2600 - 7 * 260);
+    }
+
+    /// kernel/sched/fair.c: update_task_scan_period — `local + shared == 0` doubles the period
+    /// and pushes the whole mm's next scan back by it: an empty fault buffer (a thread's first
+    /// placement) and only private remote faults (migrated ones included: TNF_FAULT_LOCAL is
+    /// set only for a page already local) both take that path. This is what paces
+    /// numa01_THREAD_ALLOC's first phase-2 pass (docs/model.md, mthp-numa).
+    #[test]
+    fn no_local_or_shared_faults_double_the_period_and_delay_the_mm_scan() {
+        let mut k = small_kernel("");
+        let t = thread(&k, 0);
+        let mm = k.tasks[t].mm;
+        k.now = 5 * NSEC_PER_MSEC * 1000;
+        for (locality, private) in [([0, 0, 0], 0), ([10, 0, 0], 10)] {
+            let p = &mut k.tasks[t].numa;
+            p.scan_period = 1000;
+            p.scan_period_max = 5000;
+            p.faults_locality = locality;
+            k.mms[mm].numa_next_scan = k.now;
+            k.update_task_scan_period(t, 0, private);
+            assert_eq!(k.tasks[t].numa.scan_period, 2000, "{locality:?}");
+            assert_eq!(k.mms[mm].numa_next_scan, k.now + 2000 * NSEC_PER_MSEC, "{locality:?}");
+        }
+        // one local fault takes the adaptive path instead: no push
+        k.tasks[t].numa.faults_locality = [9, 1, 0];
+        k.mms[mm].numa_next_scan = k.now;
+        k.update_task_scan_period(t, 0, 10);
+        assert_eq!(k.mms[mm].numa_next_scan, k.now);
     }
 }
