@@ -1,7 +1,7 @@
 """kvm-pinned (seed 004): the scenarios differ only in the RFC's three features, and on a small
 VM the checks hold by mechanism: base wastes KVM flushes, hint faults and failed migrations on
 pinned RAM; patched none; a half-pinned guest loses about half of its NUMA flushes per pass.
-The full experiment (~45 s) is not run here."""
+The full experiment (~10 s) is not run here."""
 
 import tomllib
 

@@ -29,10 +29,16 @@ fn main() {
             }
         }
     }
+    if phases.is_some() {
+        eprintln!("stepped at {:.2} wall s", wall.elapsed().as_secs_f64());
+    }
     let r = sim.finish().unwrap_or_else(|e| {
         eprintln!("error: {e}");
         std::process::exit(1)
     });
+    if phases.is_some() {
+        eprintln!("finished at {:.2} wall s", wall.elapsed().as_secs_f64());
+    }
     println!("elapsed {:.3}s user {:.1}s sys {:.2}s completed {} ticks {}", r.elapsed_s, r.user_s, r.system_s, r.completed, r.ticks);
     let with_mem: Vec<_> = r.tasks.iter().filter(|t| t.mem_node.is_some()).collect();
     let agree = with_mem.iter().filter(|t| t.preferred_nid == t.mem_node).count();
@@ -62,7 +68,7 @@ fn main() {
             println!("  {n:32} {v}");
         }
     }
-    for (pid, vcpus, passes, st) in &r.kvm {
-        println!("  kvm {pid} ({vcpus} vCPUs, {passes:.2} scan passes): {}", serde_json::to_string(st).unwrap_or_default());
+    for v in &r.kvm {
+        println!("  kvm {} ({} vCPUs, {:.2} scan passes, {:.2} while running): {}", v.pid, v.vcpus, v.scan_passes, v.running_scan_passes, serde_json::to_string(&v.stats).unwrap_or_default());
     }
 }

@@ -137,8 +137,20 @@ pub struct RunResult {
     /// Per mTHP size (hugepages-<size>kB/stats): (size name, anon_fault_alloc, anon_fault_fallback).
     pub mthp: Vec<(String, u64, u64)>,
     pub folios: FolioMigrations,
-    /// Per VM: (QEMU pid, vCPUs, scan passes over guest RAM, KVM counters).
-    pub kvm: Vec<(u32, usize, f64, crate::kvm::KvmStats)>,
+    pub kvm: Vec<KvmResult>,
+}
+
+/// One VM of a run.
+#[derive(Debug, Clone)]
+pub struct KvmResult {
+    /// QEMU's pid.
+    pub pid: u32,
+    pub vcpus: usize,
+    /// NUMA-invalidation passes over guest RAM (`Vm::scan_passes`), in all and once the vCPUs
+    /// run (`Vm::running_scan_passes`).
+    pub scan_passes: f64,
+    pub running_scan_passes: f64,
+    pub stats: crate::kvm::KvmStats,
 }
 
 /// How often NUMA balancing moved each large folio it moved (false sharing makes folios ping-pong).
@@ -251,7 +263,11 @@ impl RunResult {
                 .map(|o| (crate::mm::huge_memory::size_name(o), k.mthp_stats[o as usize][0], k.mthp_stats[o as usize][1]))
                 .collect(),
             folios: FolioMigrations::collect(k),
-            kvm: k.kvms.iter().map(|v| (k.mms[v.mm].tgid, v.vcpus.len(), v.scan_passes(k), v.stats.clone())).collect(),
+            kvm: k
+                .kvms
+                .iter()
+                .map(|v| KvmResult { pid: k.mms[v.mm].tgid, vcpus: v.vcpus.len(), scan_passes: v.scan_passes(k), running_scan_passes: v.running_scan_passes(k), stats: v.stats.clone() })
+                .collect(),
         }
     }
 
@@ -317,7 +333,7 @@ impl RunResult {
             "mthp": self.mthp.iter().map(|(size, a, f)| (format!("hugepages-{size}"), json!({"anon_fault_alloc": a, "anon_fault_fallback": f}))).collect::<Map<String, Value>>(),
             "folio_migrations": {"folios": self.folios.folios, "migrations": self.folios.migrations, "max": self.folios.max,
                                  "hist_min": (0..self.folios.hist.len()).map(|b| 1u64 << b).collect::<Vec<_>>(), "hist": self.folios.hist},
-            "kvm": self.kvm.iter().map(|(pid, vcpus, passes, st)| json!({"pid": pid, "vcpus": vcpus, "scan_passes": passes, "stats": st})).collect::<Vec<_>>(),
+            "kvm": self.kvm.iter().map(|v| json!({"pid": v.pid, "vcpus": v.vcpus, "scan_passes": v.scan_passes, "running_scan_passes": v.running_scan_passes, "stats": v.stats})).collect::<Vec<_>>(),
             "sim": {"ticks": self.ticks, "nr_cpus": self.nr_cpus, "nr_nodes": self.nr_nodes,
                     "events": {"pte_updates": self.events.0, "hint_faults": self.events.1, "migrations": self.events.2}},
         })

@@ -442,7 +442,7 @@ fn pinned_guest_with_the_rfc_loses_numa_flushes_hint_faults_and_failures() {
         )
     };
     let (base, patched) = (run_toml(&sc(false)), run_toml(&sc(true)));
-    let (b, p) = (&base.kvm[0].3, &patched.kvm[0].3);
+    let (b, p) = (&base.kvm[0].stats, &patched.kvm[0].stats);
     assert!(b.numa_remote_tlb_flush >= 5 && b.numa_remote_tlb_flush_ipis >= 5 * b.numa_remote_tlb_flush, "{b:?}");
     assert!(b.pinned_hint_faults > 0 && base.counter("pgmigrate_fail") > 0 && base.counter("numa_huge_pte_updates") > 0);
     assert_eq!((p.numa_remote_tlb_flush, p.pinned_hint_faults, p.sptes_zapped), (0, 0, 0));

@@ -158,6 +158,28 @@ mod tests {
         assert!(k.kvms[0].spte_present(7) && !k.kvms[0].spte_present(8));
     }
 
+    /// Scan passes over guest RAM count from the first vCPU's start (`running_scan_passes`):
+    /// invalidations while VFIO still pins RAM (no vCPU yet, so no SPTE) count in
+    /// `scan_passes` only.
+    #[test]
+    fn passes_while_the_guest_runs_start_with_its_first_vcpu() {
+        use crate::sched::task::TaskState;
+        let mut k = guest("6.4", "", "never", 64, 0.0);
+        fault_in(&mut k, 512);
+        let (t, vcpus) = (vcpu(&k), k.kvms[0].vcpus.clone());
+        let states: Vec<TaskState> = vcpus.iter().map(|&v| k.tasks[v].state).collect();
+        vcpus.iter().for_each(|&v| k.tasks[v].state = TaskState::NotStarted);
+        k.change_prot_numa(t, 0, 0, 512);
+        let st = &k.kvms[0].stats;
+        assert_eq!((st.numa_invalidated_pages, st.numa_invalidated_pages_running), (512, 0));
+        k.tasks[vcpus[1]].state = states[1];
+        k.change_prot_numa(t, 0, 0, 512);
+        let st = &k.kvms[0].stats;
+        assert_eq!((st.numa_invalidated_pages, st.numa_invalidated_pages_running), (1024, 512));
+        let len = k.mms[k.kvms[0].mm].vmas[k.kvms[0].memslot_vma].pt.len() as f64;
+        assert_eq!(k.kvms[0].running_scan_passes(&k), 512.0 / len);
+    }
+
     /// spec §1.7: the notifier fires before the PTE skips — a fully pinned 4 KiB guest in a COW
     /// mapping (v4.19+ skips pinned pages) changes no PTE, yet KVM still zaps and flushes.
     #[test]

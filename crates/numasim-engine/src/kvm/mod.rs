@@ -6,6 +6,7 @@ pub mod mmu;
 
 use crate::features::Feature;
 use crate::kernel::Kernel;
+use crate::sched::task::TaskState;
 use serde::Serialize;
 
 /// Per-VM counters (KVM's debugfs names where it has one).
@@ -20,8 +21,10 @@ pub struct KvmStats {
     /// invalidate_range_start calls received, and those from NUMA protection (change_prot_numa).
     pub mmu_notifier_invalidations: u64,
     pub numa_invalidations: u64,
-    /// Guest pages covered by NUMA invalidations of the memslot.
+    /// Guest pages covered by NUMA invalidations of the memslot, and those covered once a vCPU
+    /// has started (the guest runs; before that, e.g. while VFIO pins, no SPTE exists).
     pub numa_invalidated_pages: u64,
+    pub numa_invalidated_pages_running: u64,
     /// KVM remote TLB flushes caused by NUMA invalidations (the seed-004 RFC's metric).
     pub numa_remote_tlb_flush: u64,
     pub numa_remote_tlb_flush_ipis: u64,
@@ -55,6 +58,16 @@ impl Vm {
     /// Passes of NUMA invalidations over guest RAM: the pages they covered over its size.
     pub fn scan_passes(&self, k: &Kernel) -> f64 {
         self.stats.numa_invalidated_pages as f64 / k.mms[self.mm].vmas[self.memslot_vma].pt.len().max(1) as f64
+    }
+
+    /// `scan_passes` counted from the start of the first vCPU.
+    pub fn running_scan_passes(&self, k: &Kernel) -> f64 {
+        self.stats.numa_invalidated_pages_running as f64 / k.mms[self.mm].vmas[self.memslot_vma].pt.len().max(1) as f64
+    }
+
+    /// Whether a vCPU thread has started.
+    pub fn running(&self, k: &Kernel) -> bool {
+        self.vcpus.iter().any(|&t| k.tasks[t].state != TaskState::NotStarted)
     }
 
     pub fn spte_present(&self, idx: u64) -> bool {
@@ -94,7 +107,12 @@ impl Kernel {
             return 0.0; // no memslot overlaps: only the counter and the pfn-cache check
         }
         if numa {
-            self.kvms[vm].stats.numa_invalidated_pages += end.saturating_sub(first);
+            let running = self.kvms[vm].running(self);
+            let st = &mut self.kvms[vm].stats;
+            st.numa_invalidated_pages += end.saturating_sub(first);
+            if running {
+                st.numa_invalidated_pages_running += end.saturating_sub(first);
+            }
         }
         let skip_pinned = flagged && self.feature(Feature::KvmSkipPinnedZap);
         let zapped = self.kvm_tdp_mmu_unmap_gfn_range(vm, first, end, skip_pinned);
