@@ -290,10 +290,10 @@ impl FirstTouch {
         (code / 2, code % 2)
     }
 
-    /// An empty queue for page codes below `n`.
-    fn new(n: usize) -> Self {
+    /// An empty queue for page codes below `n`, with room for `events`.
+    fn new(n: usize, events: usize) -> Self {
         let page_bits = usize::BITS - n.saturating_sub(1).leading_zeros();
-        FirstTouch { packed: Vec::with_capacity(n), page_bits, rest: Vec::new(), cursor: 0, front: None }
+        FirstTouch { packed: Vec::with_capacity(events), page_bits, rest: Vec::new(), cursor: 0, front: None }
     }
 
     fn push(&mut self, at: u64, page: u64) {
@@ -451,7 +451,7 @@ impl AccessSampler {
             mean_known: Cell::new(0),
             counter: 0.0,
             latency_hist: [0.0; LATENCY_BUCKETS],
-            initial: FirstTouch::new(2 * n),
+            initial: FirstTouch::new(2 * n, n), // one event per page
             zero_reads: Vec::new(),
             zero_reads_taken: 0,
             next_initial: false,
@@ -1084,7 +1084,7 @@ mod tests {
         let mut want = v.clone();
         want.sort_unstable();
         for n in [5000, 1 << 30] {
-            let mut q = super::FirstTouch::new(n);
+            let mut q = super::FirstTouch::new(n, n);
             v.iter().for_each(|&(at, k)| q.push(at, k));
             q.sort();
             assert_eq!(q.rest.is_empty(), n == 5000);
