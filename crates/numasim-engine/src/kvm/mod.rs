@@ -57,12 +57,16 @@ impl Vm {
 
     /// Passes of NUMA invalidations over guest RAM: the pages they covered over its size.
     pub fn scan_passes(&self, k: &Kernel) -> f64 {
-        self.stats.numa_invalidated_pages as f64 / k.mms[self.mm].vmas[self.memslot_vma].pt.len().max(1) as f64
+        self.stats.numa_invalidated_pages as f64 / self.guest_pages(k)
     }
 
     /// `scan_passes` counted from the start of the first vCPU.
     pub fn running_scan_passes(&self, k: &Kernel) -> f64 {
-        self.stats.numa_invalidated_pages_running as f64 / k.mms[self.mm].vmas[self.memslot_vma].pt.len().max(1) as f64
+        self.stats.numa_invalidated_pages_running as f64 / self.guest_pages(k)
+    }
+
+    fn guest_pages(&self, k: &Kernel) -> f64 {
+        k.mms[self.mm].vmas[self.memslot_vma].pt.len().max(1) as f64
     }
 
     /// Whether a vCPU thread has started.
