@@ -27,8 +27,8 @@ static const char *sampled[] = {
 	"numa_pages_migrated", "pgmigrate_success", "pgmigrate_fail", "numa_hit", "numa_miss", "numa_local",
 	"numa_other", "numa_foreign", "numa_interleave", "pgfault", "pgmajfault", "pgalloc_normal", "pgfree",
 	"thp_fault_alloc", "thp_fault_fallback", "thp_migration_success", "thp_migration_fail",
-	"thp_migration_split", "nr_tlb_remote_flush", "nr_tlb_remote_flush_received", "nr_tlb_local_flush_all",
-	"nr_tlb_local_flush_one", NULL};
+	"thp_migration_split", "thp_split_page", "nr_tlb_remote_flush", "nr_tlb_remote_flush_received",
+	"nr_tlb_local_flush_all", "nr_tlb_local_flush_one", NULL};
 
 struct wl {
 	char *kind;

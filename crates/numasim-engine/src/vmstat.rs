@@ -22,6 +22,7 @@ vm_events! {
     ThpMigrationSuccess = "thp_migration_success",
     ThpMigrationFail = "thp_migration_fail",
     ThpMigrationSplit = "thp_migration_split",
+    ThpSplitPage = "thp_split_page",
     NumaHit = "numa_hit",
     NumaMiss = "numa_miss",
     NumaForeign = "numa_foreign",

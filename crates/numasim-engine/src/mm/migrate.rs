@@ -36,34 +36,41 @@ impl Kernel {
     // mm/migrate.c: migrate_pages
     pub fn migrate_pages(&mut self, pages: &[PageRef], target: usize, cpu: usize, mode: MigrateMode) -> MigrateOutcome {
         let mut out = MigrateOutcome::default();
+        let mut split = Vec::new();
+        self.migrate_list(pages, target, cpu, mode, &mut split, &mut out);
+        // the base pages of large folios split for -ENOMEM, after the rest of the list
+        self.migrate_list(&split, target, cpu, mode, &mut Vec::new(), &mut out);
+        self.count(VmEvent::PgmigrateSuccess, out.succeeded);
+        self.count(VmEvent::PgmigrateFail, out.failed);
+        out
+    }
+
+    /// One pass of `migrate_pages` over a list; folios it splits join `split`.
+    fn migrate_list(&mut self, pages: &[PageRef], target: usize, cpu: usize, mode: MigrateMode, split: &mut Vec<PageRef>, out: &mut MigrateOutcome) {
         if self.feature(Feature::MigrateBatchFlush) {
             // migrate_pages_sync first tries the batch in ASYNC mode and retries failures one
             // by one, except -ENOMEM, the only failure modelled here: so both modes batch.
             // A batch closes once it holds NR_MAX_BATCHED_MIGRATION base pages.
-            let _ = mode;
             let mut start = 0;
             let mut held = 0;
             for (i, &p) in pages.iter().enumerate() {
                 held += self.folio_nr(p);
                 if held >= NR_MAX_BATCHED_MIGRATION as u64 || i + 1 == pages.len() {
-                    self.migrate_pages_batch(&pages[start..=i], target, cpu, &mut out);
+                    self.migrate_pages_batch(&pages[start..=i], target, cpu, mode, split, out);
                     start = i + 1;
                     held = 0;
                 }
             }
         } else {
             for &p in pages {
-                self.unmap_and_move(p, target, cpu, &mut out);
+                self.unmap_and_move(p, target, cpu, mode, split, out);
             }
         }
-        self.count(VmEvent::PgmigrateSuccess, out.succeeded);
-        self.count(VmEvent::PgmigrateFail, out.failed);
-        out
     }
 
     /// Unmap every page (deferring flushes), one flush, then copy and remap every page.
     // mm/migrate.c: migrate_pages_batch
-    fn migrate_pages_batch(&mut self, chunk: &[PageRef], target: usize, cpu: usize, out: &mut MigrateOutcome) {
+    fn migrate_pages_batch(&mut self, chunk: &[PageRef], target: usize, cpu: usize, mode: MigrateMode, split: &mut Vec<PageRef>, out: &mut MigrateOutcome) {
         let mut batch = TlbBatch::default();
         let mut unmapped = Vec::with_capacity(chunk.len());
         for (i, &p) in chunk.iter().enumerate() {
@@ -73,8 +80,10 @@ impl Kernel {
                 continue;
             }
             if !self.alloc_pages_thisnode(target, cpu, self.folio_order(p)) {
-                // -ENOMEM: stop the unmap phase, move what is unmapped (a large folio is not
-                // split: `nosplit` for NUMA faults; for system calls an approximation)
+                if self.try_split_folio(p, mode, cpu, split, out) {
+                    continue;
+                }
+                // -ENOMEM: stop the unmap phase, move what is unmapped
                 for &q in &chunk[i..] {
                     self.migrate_failed(q, out);
                 }
@@ -88,6 +97,30 @@ impl Kernel {
         for p in unmapped {
             self.migrate_folio_move(p, target, cpu, out);
         }
+    }
+
+    /// -ENOMEM for a large folio: a system call's migration (migrate_pages(2), move_pages(2))
+    /// splits it, and its base pages are retried after the rest of the list; a NUMA hinting
+    /// fault does not (`nosplit` for MR_NUMA_MISPLACED, the only ASYNC caller here). A split
+    /// THP counts as a failed THP migration and as split. Returns whether it split.
+    // mm/migrate.c: migrate_pages_batch (-ENOMEM) -> try_split_folio
+    fn try_split_folio(&mut self, p: PageRef, mode: MigrateMode, cpu: usize, split: &mut Vec<PageRef>, out: &mut MigrateOutcome) -> bool {
+        let (head, nr) = self.folio_of(p);
+        if mode == MigrateMode::Async || nr == 1 {
+            return false;
+        }
+        if nr >= BLOCK_PAGES {
+            self.count(VmEvent::ThpMigrationFail, 1);
+            self.count(VmEvent::ThpMigrationSplit, 1);
+            self.count(VmEvent::ThpSplitPage, 1);
+            // __split_huge_pmd: secondary MMUs drop the huge mapping (MMU_NOTIFY_CLEAR)
+            out.cost += self.mmu_notifier_clear(p.mm, p.vma, head, nr, cpu);
+        }
+        self.mms[p.mm].vmas[p.vma].pt.split_folio(head);
+        out.cost += nr as f64 * self.cost.pte_update_ns;
+        self.sampler_folio_split(p.mm, p.vma, head, nr);
+        split.extend((head..head + nr).map(|idx| PageRef { idx, ..p }));
+        true
     }
 
     /// The folio of `p`: (head index, pages).
@@ -129,14 +162,16 @@ impl Kernel {
 
     /// Before v6.3: allocate, unmap (flushing at once), copy, remap, one folio at a time.
     // mm/migrate.c: unmap_and_move (<= v6.2)
-    fn unmap_and_move(&mut self, p: PageRef, target: usize, cpu: usize, out: &mut MigrateOutcome) {
+    fn unmap_and_move(&mut self, p: PageRef, target: usize, cpu: usize, mode: MigrateMode, split: &mut Vec<PageRef>, out: &mut MigrateOutcome) {
         if self.folio_extra_refs(p) {
             out.cost += self.cost.migrate_page_ns;
             self.migrate_failed(p, out);
             return;
         }
         if !self.alloc_pages_thisnode(target, cpu, self.folio_order(p)) {
-            self.migrate_failed(p, out);
+            if !self.try_split_folio(p, mode, cpu, split, out) {
+                self.migrate_failed(p, out);
+            }
             return;
         }
         out.cost += self.cost.migrate_page_ns + self.try_to_migrate_one(p, cpu, None);
@@ -242,6 +277,35 @@ mod tests {
             assert_eq!(k.vmstat.get(VmEvent::PgmigrateSuccess), 1024);
             assert_eq!((k.nodes[0].used, k.nodes[1].used), (n0 - 1024, n1 + 1024), "pages conserved");
             assert!(pages.iter().all(|p| k.mms[0].vmas[0].pt.writable(p.idx)), "accessible PTEs stay writable");
+        }
+    }
+
+    /// mm/migrate.c: migrate_pages_batch (-ENOMEM) -> try_split_folio — when the target has no
+    /// free 2 MiB block, migrate_pages(2) splits a THP and moves its 512 base pages; a NUMA
+    /// hinting fault (MR_NUMA_MISPLACED, `nosplit`) leaves it whole and fails.
+    #[test]
+    fn enomem_splits_a_thp_for_system_calls_only() {
+        use crate::testutil::{small_kernel_from, SMALL};
+        for batch in [true, false] {
+            for mode in [MigrateMode::Sync, MigrateMode::Async] {
+                let mut k = small_kernel_from(&format!("[kernel.thp]\nenabled = \"always\"\n[kernel.features]\nmigrate-batch-flush = {batch}\n{SMALL}"));
+                let pt = &k.mms[0].vmas[0].pt;
+                let head = (0..pt.len()).step_by(512).find(|&i| pt.nid(i) == 0 && pt.pmd_mapped(i)).expect("a THP on node 0");
+                k.fragmentation = 1.0; // no free PMD-sized block anywhere
+                let (n0, n1) = (k.nodes[0].used, k.nodes[1].used);
+                let out = k.migrate_pages(&[PageRef { mm: 0, vma: 0, idx: head }], 1, 0, mode);
+                let pt = &k.mms[0].vmas[0].pt;
+                let (split, moved) = (mode == MigrateMode::Sync, if mode == MigrateMode::Sync { 512 } else { 0 });
+                assert_eq!((out.succeeded, out.failed), (moved, 512 - moved), "batch {batch}, {mode:?}");
+                assert_eq!(pt.pmd_mapped(head), !split);
+                assert_eq!(pt.folio(head + 7), if split { (head + 7, 1) } else { (head, 512) });
+                assert!((head..head + 512).all(|i| pt.nid(i) as u64 == moved / 512));
+                assert_eq!(k.vmstat.get(VmEvent::ThpMigrationSplit), split as u64);
+                assert_eq!(k.vmstat.get(VmEvent::ThpSplitPage), split as u64);
+                assert_eq!(k.vmstat.get(VmEvent::ThpMigrationFail), 1, "a split THP counts as failed too");
+                assert_eq!(k.vmstat.get(VmEvent::PgmigrateSuccess), moved);
+                assert_eq!((k.nodes[0].used, k.nodes[1].used), (n0 - moved, n1 + moved), "pages conserved");
+            }
         }
     }
 

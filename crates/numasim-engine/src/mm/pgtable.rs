@@ -175,6 +175,21 @@ impl PageTable {
         }
     }
 
+    /// Split the folio holding page `i` into base pages that keep its node, PTE flags and
+    /// last_cpupid; a PMD-mapped THP's PMD becomes a table of PTEs. Returns (head, pages).
+    // mm/huge_memory.c: __split_huge_pmd_locked, __split_huge_page_tail
+    pub fn split_folio(&mut self, i: u64) -> (u64, u64) {
+        let (head, nr) = self.folio(i);
+        let cpupid = self.pages[head as usize].last_cpupid;
+        for e in &mut self.pages[head as usize..(head + nr) as usize] {
+            (e.order, e.last_cpupid) = (0, cpupid);
+        }
+        if nr == BLOCK_PAGES {
+            self.blocks[Self::blk(head)].pmd = false;
+        }
+        (head, nr)
+    }
+
     /// Whether pages [head, head + nr) are all unmapped (pte_range_none).
     pub fn range_none(&self, head: u64, nr: u64) -> bool {
         head + nr <= self.len() && self.pages[head as usize..(head + nr) as usize].iter().all(|e| e.node == NO_NODE)

@@ -694,6 +694,22 @@ impl Kernel {
         }
     }
 
+    /// The folio at [head, head + nr) was split: its pages that need a fault on their next
+    /// access (PROT_NONE) or store (read-only), so far one event for the folio, get one each
+    /// (a redraw: geometric waits are memoryless).
+    pub fn sampler_folio_split(&mut self, mm: usize, vma: usize, head: u64, nr: u64) {
+        let Some(s) = self.fault_sampler(mm, vma) else { return };
+        for i in head..head + nr {
+            let pt = &self.mms[mm].vmas[vma].pt;
+            let write_only = match (pt.protnone(i), pt.populated(i) && !pt.writable(i)) {
+                (true, _) => false,
+                (false, true) => true,
+                (false, false) => continue,
+            };
+            self.sampler_schedule(s, i, 1, write_only);
+        }
+    }
+
     /// `sampler_needs_fault_range` on sampler `s` (from `fault_sampler`, looked up once for
     /// many ranges), and a guest's refault.
     pub fn sampler_schedule(&mut self, s: usize, first: u64, n: u64, write_only: bool) {
