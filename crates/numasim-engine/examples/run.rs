@@ -17,14 +17,14 @@ fn main() {
         std::process::exit(1)
     });
     if let Some(every) = phases {
-        eprintln!("built at {:.2} wall s", wall.elapsed().as_secs_f64());
+        eprintln!("built at {:.2} wall s, {} MB resident", wall.elapsed().as_secs_f64(), resident_mb());
         let mut next = every;
         while sim.step().unwrap_or_else(|e| {
             eprintln!("error: {e}");
             std::process::exit(1)
         }) {
             if sim.now_s() >= next {
-                eprintln!("sim {:6.1} s at {:6.2} wall s", sim.now_s(), wall.elapsed().as_secs_f64());
+                eprintln!("sim {:6.1} s at {:6.2} wall s, {} MB resident", sim.now_s(), wall.elapsed().as_secs_f64(), resident_mb());
                 next += every;
             }
         }
@@ -71,4 +71,11 @@ fn main() {
     for v in &r.kvm {
         println!("  kvm {} ({} vCPUs, {:.2} scan passes, {:.2} while running): {}", v.pid, v.vcpus, v.scan_passes, v.running_scan_passes, serde_json::to_string(&v.stats).unwrap_or_default());
     }
+}
+
+/// The process's resident set (VmRSS) in MB, or 0 where /proc is missing.
+fn resident_mb() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kb = status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok());
+    kb.unwrap_or(0) / 1024
 }
