@@ -133,6 +133,8 @@ pub struct RunResult {
     pub ticks: u64,
     pub nr_cpus: usize,
     pub nr_nodes: usize,
+    /// How NUMA placement sees the node distances (sched_numa_topology_type).
+    pub numa_topology_type: crate::topology::NumaTopologyType,
     pub events: (u64, u64, u64),
     /// Per mTHP size (hugepages-<size>kB/stats): (size name, anon_fault_alloc, anon_fault_fallback).
     pub mthp: Vec<(String, u64, u64)>,
@@ -257,6 +259,7 @@ impl RunResult {
             ticks,
             nr_cpus: k.topo.nr_cpus(),
             nr_nodes: k.topo.nr_nodes,
+            numa_topology_type: k.topo.numa_topology_type,
             events: (k.events.pte_updates, k.events.hint_faults, k.events.migrations),
             mthp: crate::mm::huge_memory::ANON_ORDERS
                 .filter(|&o| k.mthp_stats[o as usize] != [0, 0])
@@ -334,7 +337,7 @@ impl RunResult {
             "folio_migrations": {"folios": self.folios.folios, "migrations": self.folios.migrations, "max": self.folios.max,
                                  "hist_min": (0..self.folios.hist.len()).map(|b| 1u64 << b).collect::<Vec<_>>(), "hist": self.folios.hist},
             "kvm": self.kvm.iter().map(|v| json!({"pid": v.pid, "vcpus": v.vcpus, "scan_passes": v.scan_passes, "running_scan_passes": v.running_scan_passes, "stats": v.stats})).collect::<Vec<_>>(),
-            "sim": {"ticks": self.ticks, "nr_cpus": self.nr_cpus, "nr_nodes": self.nr_nodes,
+            "sim": {"ticks": self.ticks, "nr_cpus": self.nr_cpus, "nr_nodes": self.nr_nodes, "numa_topology_type": self.numa_topology_type,
                     "events": {"pte_updates": self.events.0, "hint_faults": self.events.1, "migrations": self.events.2}},
         })
     }

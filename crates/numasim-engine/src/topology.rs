@@ -5,6 +5,22 @@ use serde::Serialize;
 /// Most nodes a scenario may have (arrays sized by it stay on the stack).
 pub const MAX_NODES: usize = 8;
 
+/// SLIT distance of a node to itself (include/linux/topology.h: LOCAL_DISTANCE).
+pub const LOCAL_DISTANCE: u32 = 10;
+
+/// How the nodes are connected, as NUMA placement sees it (kernel/sched/topology.c:
+/// enum numa_topology_type).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NumaTopologyType {
+    /// Every node at one distance from every other (at most two distance levels).
+    Direct,
+    /// The two furthest nodes share a nearer neighbour: traffic hops through nodes.
+    GluelessMesh,
+    /// The furthest nodes have no nearer node in common: groups of nodes joined by a backplane.
+    Backplane,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Topology {
     pub nr_nodes: usize,
@@ -20,6 +36,11 @@ pub struct Topology {
     pub zonelist: Vec<Vec<usize>>,
     pub node_pages: Vec<u64>,
     pub distance: Vec<Vec<u32>>,
+    /// The distinct distances, ascending (sched_domains_numa_distance; the first is local).
+    pub numa_distances: Vec<u32>,
+    /// The largest distance (sched_max_numa_distance).
+    pub max_numa_distance: u32,
+    pub numa_topology_type: NumaTopologyType,
 }
 
 impl Topology {
@@ -45,7 +66,24 @@ impl Topology {
                 v
             })
             .collect();
-        Topology { nr_nodes, cpu_node, cpu_core, smt, node_cpus, cpu_siblings, zonelist, node_pages, distance }
+        // sched_init_numa: every distance between two nodes with CPUs is one level
+        let mut numa_distances: Vec<u32> = distance.iter().flatten().copied().collect();
+        numa_distances.sort_unstable();
+        numa_distances.dedup();
+        let max_numa_distance = numa_distances.last().copied().unwrap_or(LOCAL_DISTANCE);
+        let numa_topology_type = init_numa_topology_type(&distance, numa_distances.len(), max_numa_distance);
+        Topology { nr_nodes, cpu_node, cpu_core, smt, node_cpus, cpu_siblings, zonelist, node_pages, distance, numa_distances, max_numa_distance, numa_topology_type }
+    }
+
+    /// SLIT distance from node `a` to node `b`.
+    pub fn node_distance(&self, a: usize, b: usize) -> u32 {
+        self.distance[a][b]
+    }
+
+    /// Whether two nodes are `dist` apart somewhere in the machine.
+    // kernel/sched/topology.c: find_numa_distance
+    pub fn find_numa_distance(&self, dist: u32) -> bool {
+        self.numa_distances.contains(&dist)
     }
 
     pub fn nr_cpus(&self) -> usize {
@@ -60,5 +98,53 @@ impl Topology {
     /// Nodes ordered by distance from `from` (itself first), ties by id: the zonelist order.
     pub fn nodes_by_distance(&self, from: usize) -> &[usize] {
         &self.zonelist[from]
+    }
+}
+
+/// Classify the topology from its distance levels and its two furthest nodes.
+// kernel/sched/topology.c: init_numa_topology_type
+fn init_numa_topology_type(distance: &[Vec<u32>], levels: usize, max: u32) -> NumaTopologyType {
+    if levels <= 2 {
+        return NumaTopologyType::Direct;
+    }
+    let n = distance.len();
+    // the first pair found at the largest distance decides, as the kernel's loop does
+    for a in 0..n {
+        for b in 0..n {
+            if distance[a][b] < max {
+                continue;
+            }
+            let intermediary = (0..n).any(|c| distance[a][c] < max && distance[b][c] < max);
+            return if intermediary { NumaTopologyType::GluelessMesh } else { NumaTopologyType::Backplane };
+        }
+    }
+    NumaTopologyType::Direct
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn topo(distance: Vec<Vec<u32>>) -> Topology {
+        let n = distance.len();
+        Topology::build(&vec![2; n], 1, vec![1; n], distance)
+    }
+
+    /// kernel/sched/topology.c: init_numa_topology_type — two distance levels are DIRECT
+    /// whatever the node count; beyond that the furthest pair's common neighbours decide.
+    #[test]
+    fn topology_type_follows_the_furthest_pair() {
+        let two_socket = topo(vec![vec![10, 21], vec![21, 10]]);
+        assert_eq!(two_socket.numa_topology_type, NumaTopologyType::Direct);
+        assert_eq!((two_socket.max_numa_distance, two_socket.numa_distances.clone()), (21, vec![10, 21]));
+        let four_direct = topo((0..4).map(|a| (0..4).map(|b| if a == b { 10 } else { 20 }).collect()).collect());
+        assert_eq!(four_direct.numa_topology_type, NumaTopologyType::Direct);
+        // 4 sockets in a ring: 0-2 and 1-3 are two hops apart, through 1 or 3 (or 0 or 2)
+        let ring = topo(vec![vec![10, 20, 30, 20], vec![20, 10, 20, 30], vec![30, 20, 10, 20], vec![20, 30, 20, 10]]);
+        assert_eq!(ring.numa_topology_type, NumaTopologyType::GluelessMesh);
+        // 2 sockets x 2 dies: the dies of a socket are near, the sockets share no node
+        let backplane = topo(vec![vec![10, 12, 32, 32], vec![12, 10, 32, 32], vec![32, 32, 10, 12], vec![32, 32, 12, 10]]);
+        assert_eq!(backplane.numa_topology_type, NumaTopologyType::Backplane);
+        assert!(backplane.find_numa_distance(12) && !backplane.find_numa_distance(20));
     }
 }

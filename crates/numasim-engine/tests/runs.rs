@@ -510,3 +510,20 @@ fn pmbench_first_loads_map_the_zero_page() {
     let extra = (faults - alloc) as f64 / pages as f64;
     assert!((extra - 0.5).abs() < 0.03, "{extra}");
 }
+
+/// numa02 on 4 nodes that are not directly connected (kernel/sched/topology.c:
+/// init_numa_topology_type): the result names the topology type, and with score_nearby_nodes
+/// in the weights most threads still end up preferring the node of their slice.
+#[test]
+fn numa02_converges_on_mesh_and_backplane_topologies() {
+    let mesh = "[[10, 20, 30, 20], [20, 10, 20, 30], [30, 20, 10, 20], [20, 30, 20, 10]]";
+    let backplane = "[[10, 12, 32, 32], [12, 10, 32, 32], [32, 32, 10, 12], [32, 32, 12, 10]]";
+    for (slit, kind) in [(mesh, numasim_engine::topology::NumaTopologyType::GluelessMesh), (backplane, numasim_engine::topology::NumaTopologyType::Backplane)] {
+        let machine = cost_table(4).replace(&cost_table(4).lines().next().unwrap().to_string(), &format!("distances = {slit}"));
+        let r = run_toml(&format!("[machine]\nnodes = 4\ncpus_per_node = 8\nsmt = 2\nmemory_gib_per_node = 4\n{machine}[[workload]]\nkind = \"numa02\"\n"));
+        assert_eq!(r.numa_topology_type, kind);
+        let threads: Vec<_> = r.tasks.iter().filter(|t| t.tgid != t.pid).collect();
+        let agree = threads.iter().filter(|t| t.preferred_nid.is_some() && t.preferred_nid == t.mem_node).count();
+        assert!(agree * 10 >= threads.len() * 8, "{kind:?}: {agree} of {}", threads.len());
+    }
+}

@@ -2,6 +2,7 @@
 
 use super::fault::{task_faults_idx, NUMA_CPU, NUMA_CPUBUF, NUMA_MEM, NUMA_MEMBUF};
 use crate::kernel::Kernel;
+use crate::topology::{NumaTopologyType, LOCAL_DISTANCE};
 
 /// LOAD_AVG_MAX (kernel/sched/sched-pelt.h): the PELT sum of an always-running entity.
 const LOAD_AVG_MAX: u64 = 47742;
@@ -68,8 +69,8 @@ impl Kernel {
             }
         }
         if let Some(g) = group {
-            // preferred_group_nid: on a directly connected topology the busiest node stands
             self.numa_groups[g].count_active_nodes(nr);
+            max_nid = max_nid.map(|nid| self.preferred_group_nid(t, nid));
         }
         let p = &mut self.tasks[t].numa;
         if max_faults > 0 && max_nid != p.preferred_nid {
@@ -77,6 +78,57 @@ impl Kernel {
             p.preferred_nid = max_nid;
         }
         self.update_task_scan_period(t, fault_types[0], fault_types[1]);
+    }
+
+    /// The preferred node of a grouped task: `nid` (the group's busiest node) when all nodes
+    /// are directly connected; else the node whose neighbourhood holds most group faults (a
+    /// glueless mesh), or the busiest node inside the busiest group of nodes, searched from
+    /// the largest distance down (a backplane).
+    // kernel/sched/fair.c: preferred_group_nid
+    pub fn preferred_group_nid(&self, t: usize, mut nid: usize) -> usize {
+        let topo = &self.topo;
+        match topo.numa_topology_type {
+            NumaTopologyType::Direct => nid,
+            NumaTopologyType::GluelessMesh => {
+                let (mut max_score, mut max_node) = (0, nid);
+                for node in 0..topo.nr_nodes {
+                    let score = self.group_weight(t, node, topo.max_numa_distance);
+                    if score > max_score {
+                        (max_score, max_node) = (score, node);
+                    }
+                }
+                max_node
+            }
+            NumaTopologyType::Backplane => {
+                let Some(g) = self.tasks[t].numa.group else { return nid };
+                let group_faults = |n: usize| self.numa_groups[g].faults_mem(topo.nr_nodes, n);
+                let mut nodes: Vec<usize> = (0..topo.nr_nodes).collect();
+                for dist in (LOCAL_DISTANCE + 1..=topo.max_numa_distance).rev() {
+                    if !topo.find_numa_distance(dist) {
+                        continue;
+                    }
+                    let (mut max_faults, mut max_group) = (0, Vec::new());
+                    let mut left = nodes.clone();
+                    for &a in &nodes {
+                        if !left.contains(&a) {
+                            continue;
+                        }
+                        // the nodes still unclaimed within `dist` of a, a itself included
+                        let (this_group, rest): (Vec<usize>, Vec<usize>) = left.iter().partition(|&&b| topo.node_distance(a, b) < dist);
+                        left = rest;
+                        let faults: i64 = this_group.iter().map(|&b| group_faults(b)).sum();
+                        if faults > max_faults {
+                            (max_faults, max_group, nid) = (faults, this_group, a);
+                        }
+                    }
+                    if max_faults == 0 {
+                        break;
+                    }
+                    nodes = max_group;
+                }
+                nid
+            }
+        }
     }
 
     /// Periodically try to move the task to its preferred node.
