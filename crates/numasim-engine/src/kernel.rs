@@ -43,6 +43,8 @@ pub struct Kernel {
     pub cost: CostProfile,
     /// The lowest of `cost.latency_ns` (a bound for the random-access race test).
     pub min_latency_ns: f64,
+    /// `cost.page_copy_ns` for every (CPU node, source, target), indexed by `page_copy_idx`.
+    page_copy_ns: Vec<f64>,
     pub cfg: KernelConfig,
     /// Start of the current tick, ns.
     pub now: u64,
@@ -85,6 +87,14 @@ pub struct Kernel {
 }
 
 impl Kernel {
+    /// copy_page of one page from `src` to `dst` by a CPU on `cpu_node`, ns (the profile's
+    /// `page_copy_ns`, looked up: it is on every migration's path).
+    #[inline]
+    pub fn page_copy_ns(&self, cpu_node: usize, src: usize, dst: usize) -> f64 {
+        let n = self.topo.nr_nodes;
+        self.page_copy_ns[(cpu_node * n + src) * n + dst]
+    }
+
     pub fn new(s: &Scenario) -> Self {
         let topo = s.machine.topology.clone();
         let nodes = NodeMem::for_topology(&topo);
@@ -95,6 +105,10 @@ impl Kernel {
             topo,
             cost: s.machine.cost.clone(),
             min_latency_ns: s.machine.cost.latency_ns.iter().flatten().copied().fold(f64::INFINITY, f64::min),
+            page_copy_ns: {
+                let n = s.machine.topology.nr_nodes;
+                (0..n * n * n).map(|i| s.machine.cost.page_copy_ns(i / (n * n), i / n % n, i % n)).collect()
+            },
             cfg: s.kernel.clone(),
             now: 0,
             clock: 0,

@@ -178,7 +178,7 @@ impl Kernel {
                 flags |= TNF_MIGRATE_FAIL;
             } else {
                 if delay_map {
-                    let window = self.cost.migrate_page_ns + nr as f64 * self.cost.page_copy_ns(this_node, nid, target);
+                    let window = self.cost.migrate_page_ns + nr as f64 * self.page_copy_ns(this_node, nid, target);
                     if let Some(other) = self.concurrent_fault_race(t, vma, idx, window) {
                         sys += self.racing_numa_fault(other, vma, idx, writable && preserve);
                     }

@@ -183,7 +183,7 @@ impl Kernel {
     fn migrate_folio_move(&mut self, p: PageRef, target: usize, cpu: usize, out: &mut MigrateOutcome) {
         let (head, nr) = self.folio_of(p);
         let src = self.mms[p.mm].vmas[p.vma].pt.nid(head) as usize;
-        out.cost += nr as f64 * self.cost.page_copy_ns(self.topo.cpu_node[cpu], src, target);
+        out.cost += nr as f64 * self.page_copy_ns(self.topo.cpu_node[cpu], src, target);
         // a PROT_NONE PTE kept the write bit (savedwrite) from 4.0 until 6.3: a writable entry
         let writable_entry = self.feature(Feature::NumaPreserveWrite) && !self.feature(Feature::NumaDropSavedwrite);
         let writable_vma = self.mms[p.mm].vmas[p.vma].flags & VM_WRITE != 0;

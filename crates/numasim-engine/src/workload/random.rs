@@ -750,8 +750,8 @@ impl Kernel {
         // quick rejection, the same answer as the exact test below: hit = 1 - (1 - p)^n is at
         // most n p / (1 - p), and n at most every thread at the lowest latency (a margin
         // covers rounding)
-        let most = threads.len() as f64 * window_ns / (self.min_latency_ns + overhead);
-        if u >= most * p / (1.0 - p) * (1.0 + 1e-9) {
+        // (u >= n w / (L + o) * p / (1 - p) * (1 + 1e-9), multiplied out: no division)
+        if u * (1.0 - p) * (self.min_latency_ns + overhead) >= threads.len() as f64 * window_ns * p * (1.0 + 1e-9) {
             return None;
         }
         // accesses the process's other threads in their access loop make during the window
