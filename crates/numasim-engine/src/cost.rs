@@ -19,8 +19,10 @@ pub struct CostProfile {
     /// DRAM bytes moved per byte a streaming store writes: 2 with write-allocate caches (the
     /// line is read for ownership, then written back), 1 with non-temporal stores.
     pub dram_bytes_per_store: f64,
-    /// Interconnect bandwidth per direction between two nodes, GiB/s.
-    pub interconnect_gibps: f64,
+    /// Interconnect bandwidth per direction between two nodes, GiB/s: one figure for every
+    /// pair, or a [from node][to node] matrix (the diagonal is not used) where links differ, as
+    /// between the nodes of one socket and across sockets.
+    pub interconnect_gibps: Interconnect,
     pub fault_entry_exit_ns: f64,
     pub clear_page_ns: f64,
     pub pte_update_ns: f64,
@@ -36,6 +38,24 @@ pub struct CostProfile {
     pub vm_exit_ns: f64,
     /// An EPT violation resolved by KVM beyond the exit: GUP of the host page, SPTE install, ns.
     pub ept_violation_ns: f64,
+}
+
+/// `CostProfile::interconnect_gibps`: a number or a matrix in the profile.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Interconnect {
+    Uniform(f64),
+    PerPair(Vec<Vec<f64>>),
+}
+
+impl Interconnect {
+    /// GiB/s from node `from` to node `to`.
+    pub fn gibps(&self, from: usize, to: usize) -> f64 {
+        match self {
+            Interconnect::Uniform(v) => *v,
+            Interconnect::PerPair(m) => m[from][to],
+        }
+    }
 }
 
 impl CostProfile {

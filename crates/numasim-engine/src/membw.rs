@@ -58,7 +58,6 @@ impl Kernel {
             }
             lone_rate.push(share);
         }
-        let link_cap = CostProfile::bytes_per_ns(self.cost.interconnect_gibps);
         for (i, &(c, t)) in running.iter().enumerate() {
             let a = self.cpu_node(c);
             let share = lone_rate[i];
@@ -76,7 +75,7 @@ impl Kernel {
                 let node_cap = CostProfile::bytes_per_ns(self.cost.node_bandwidth_gibps[n]) / self.cost.dram_bytes_per_store;
                 let mut slow = (node_demand[n] / node_cap).max(1.0);
                 if n != a {
-                    slow = slow.max(link_demand[a][n] / link_cap);
+                    slow = slow.max(link_demand[a][n] / CostProfile::bytes_per_ns(self.cost.interconnect_gibps.gibps(a, n)));
                 }
                 cost[n] = PAGE_SIZE / (CostProfile::bytes_per_ns(self.cost.stream_gibps[a][n]) * share) * slow;
             }
@@ -87,7 +86,7 @@ impl Kernel {
 
 #[cfg(test)]
 mod tests {
-    use crate::cost::{CostProfile, PAGE_SIZE};
+    use crate::cost::{CostProfile, Interconnect, PAGE_SIZE};
     use crate::testutil::{small_kernel, thread};
     use crate::workload::Op;
 
@@ -132,5 +131,37 @@ mod tests {
         k.cost.node_bandwidth_gibps[0] = k.cost.stream_gibps[0][0] * 1.5 * k.cost.dram_bytes_per_store;
         k.update_page_costs();
         assert_eq!(k.tasks[streamer].page_cost, alone, "controller of {cap} GiB/s shared with nobody");
+    }
+
+    /// A per-pair interconnect limits each direction by its own link: streams from node a to
+    /// node b slow down when a->b is short of bandwidth, whatever b->a offers.
+    #[test]
+    fn each_direction_is_limited_by_its_own_link() {
+        let mut k = small_kernel("");
+        let t = thread(&k, 0);
+        let (a, b) = (k.task_node(t), 1 - k.task_node(t));
+        // every running thread on a streams to b
+        let on_a: Vec<usize> = (0..k.cpus.len()).filter(|&c| k.cpu_node(c) == a).filter_map(|c| k.cpus[c].curr()).collect();
+        let set_remote = |k: &mut crate::kernel::Kernel| {
+            for &o in &on_a {
+                k.tasks[o].cur_bytes = [0.0; crate::topology::MAX_NODES];
+                k.tasks[o].cur_bytes[b] = 1.0;
+            }
+        };
+        set_remote(&mut k);
+        k.update_page_costs();
+        let free = k.tasks[t].page_cost[b];
+        let demand = on_a.len() as f64 * k.cost.stream_gibps[a][b];
+        let mut links = vec![vec![0.0; 2]; 2];
+        (links[a][b], links[b][a]) = (demand / 2.0, 1000.0);
+        k.cost.interconnect_gibps = Interconnect::PerPair(links.clone());
+        set_remote(&mut k);
+        k.update_page_costs();
+        assert!((k.tasks[t].page_cost[b] / free - 2.0).abs() < 1e-9, "half the link: twice the time per page");
+        (links[a][b], links[b][a]) = (1000.0, demand / 2.0);
+        k.cost.interconnect_gibps = Interconnect::PerPair(links);
+        set_remote(&mut k);
+        k.update_page_costs();
+        assert_eq!(k.tasks[t].page_cost[b], free, "the other direction's link does not matter");
     }
 }

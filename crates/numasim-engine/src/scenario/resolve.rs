@@ -3,6 +3,7 @@
 use super::profiles::{machine_profile_toml, DEFAULT_MACHINE};
 use super::raw::*;
 use super::{KernelConfig, Machine, RunConfig, Scenario, Sysctl};
+use crate::cost::Interconnect;
 use crate::error::{Error, Result, ScenarioProblem};
 use crate::features::{FeatureSet, FEATURES};
 use crate::mm::huge_memory::{self, ThpConfig, ThpMode};
@@ -211,13 +212,22 @@ fn check_cost(c: &crate::cost::CostProfile, nodes: usize, p: &mut Problems) {
     };
     square("stream_gibps", &c.stream_gibps);
     square("latency_ns", &c.latency_ns);
+    let link = match &c.interconnect_gibps {
+        Interconnect::Uniform(v) => *v,
+        Interconnect::PerPair(m) => {
+            // the diagonal is never used: a node's own traffic takes no link
+            let off_diagonal = m.iter().enumerate().map(|(a, r)| r.iter().enumerate().map(|(b, &v)| if a == b { 1.0 } else { v }).collect()).collect();
+            square("interconnect_gibps", &off_diagonal);
+            1.0
+        }
+    };
     if c.node_bandwidth_gibps.len() != nodes {
         p.push(ScenarioProblem::new("machine.cost.node_bandwidth_gibps", "impossible_topology", format!("needs {nodes} entries")));
     }
     if !(c.dram_bytes_per_store >= 1.0 && c.dram_bytes_per_store.is_finite()) {
         p.push(ScenarioProblem::new("machine.cost.dram_bytes_per_store", "invalid_value", format!("must be at least 1 (a stored byte is written once), got {}", c.dram_bytes_per_store)));
     }
-    let positive = [("smt_share", c.smt_share), ("interconnect_gibps", c.interconnect_gibps), ("page_copy_gibps", c.page_copy_gibps)];
+    let positive = [("smt_share", c.smt_share), ("interconnect_gibps", link), ("page_copy_gibps", c.page_copy_gibps)];
     for (name, v) in positive.into_iter().chain(c.node_bandwidth_gibps.iter().map(|&v| ("node_bandwidth_gibps", v))) {
         if !(v > 0.0 && v.is_finite()) {
             p.push(ScenarioProblem::new(format!("machine.cost.{name}"), "invalid_value", format!("must be positive, got {v}")));
@@ -407,6 +417,20 @@ mod tests {
     fn distance_matrix_must_match_the_nodes() {
         let p = problems("[machine]\ndistances = [[10, 20, 20], [20, 10, 20], [20, 20, 10]]\n[[workload]]\nkind = \"numa02\"\n");
         assert!(p.iter().any(|x| x.loc == "machine.distances"), "{p:?}");
+    }
+
+    /// `interconnect_gibps` is one figure or a per-pair matrix whose off-diagonal entries
+    /// must be positive; the diagonal (no link) may be anything finite or not.
+    #[test]
+    fn interconnect_is_a_figure_or_a_matrix_of_links() {
+        let with = |v: &str| format!("[machine.cost]\ninterconnect_gibps = {v}\n{OK}");
+        assert!(parse_scenario(&with("[[0.0, 30.0], [45.0, 0.0]]")).is_ok());
+        let p = problems(&with("[[0.0, 30.0]]"));
+        assert!(p.iter().any(|x| x.loc == "machine.cost.interconnect_gibps" && x.kind == "impossible_topology"), "{p:?}");
+        let p = problems(&with("[[0.0, -1.0], [45.0, 0.0]]"));
+        assert!(p.iter().any(|x| x.loc == "machine.cost.interconnect_gibps" && x.kind == "invalid_value"), "{p:?}");
+        let p = problems(&with("0.0"));
+        assert!(p.iter().any(|x| x.loc == "machine.cost.interconnect_gibps"), "{p:?}");
     }
 
     #[test]
