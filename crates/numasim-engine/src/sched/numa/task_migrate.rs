@@ -358,23 +358,27 @@ mod tests {
         (k.tasks[t].numa.faults, k.tasks[t].numa.total_faults) = (f, total);
     }
 
+    /// A 4-node kernel with SLIT `slit` whose first thread has `faults` (see `set_faults`).
+    fn with_faults(slit: &str, faults: [i64; 4]) -> (Kernel, usize) {
+        let mut k = four_nodes(slit);
+        let t = thread(&k, 0);
+        set_faults(&mut k, t, faults);
+        (k, t)
+    }
+
     /// kernel/sched/fair.c: score_nearby_nodes — nothing on a direct topology; on a glueless
     /// mesh a node's neighbours count by (max - dist) / (max - LOCAL_DISTANCE); on a backplane
     /// those closer than the compared distance count whole; the furthest nodes never count.
     #[test]
     fn task_weight_counts_nearby_nodes_by_topology() {
         let faults = [100, 50, 0, 50];
-        let mut direct = four_nodes(DIRECT);
-        let t = thread(&direct, 0);
-        set_faults(&mut direct, t, faults);
+        let (direct, t) = with_faults(DIRECT, faults);
         assert_eq!((direct.task_weight(t, 0, 20), direct.task_weight(t, 2, 20)), (500, 0));
-        let mut mesh = four_nodes(MESH);
-        set_faults(&mut mesh, t, faults);
+        let (mesh, _) = with_faults(MESH, faults);
         // node 0: 100 + 50 * 10/20 (node 1) + 50 * 10/20 (node 3); node 2: its neighbours 1, 3
         assert_eq!((mesh.task_weight(t, 0, 30), mesh.task_weight(t, 2, 30)), (750, 250));
         assert_eq!(mesh.group_weight(t, 0, 30), 750, "groups score alike");
-        let mut backplane = four_nodes(BACKPLANE);
-        set_faults(&mut backplane, t, faults);
+        let (backplane, _) = with_faults(BACKPLANE, faults);
         assert_eq!(backplane.task_weight(t, 0, 32), 750, "node 1 (12 away) is in node 0's group at 32");
         assert_eq!(backplane.task_weight(t, 0, 12), 500, "comparing at 12, node 1 is not nearer than that");
         assert_eq!(backplane.task_weight(t, 2, 32), 250, "nodes 0 and 1 are the furthest: never counted");
@@ -386,16 +390,12 @@ mod tests {
     #[test]
     fn preferred_group_nid_follows_the_topology() {
         let faults = [30, 30, 50, 0];
-        let mut direct = four_nodes(DIRECT);
-        let t = thread(&direct, 0);
-        set_faults(&mut direct, t, faults);
+        let (direct, t) = with_faults(DIRECT, faults);
         assert_eq!(direct.preferred_group_nid(t, 2), 2);
-        let mut mesh = four_nodes(MESH);
-        set_faults(&mut mesh, t, faults);
+        let (mesh, _) = with_faults(MESH, faults);
         // scores: node 0 30+15+0, node 1 30+15+25, node 2 50+15+0, node 3 0+15+25
         assert_eq!(mesh.preferred_group_nid(t, 2), 1);
-        let mut backplane = four_nodes(BACKPLANE);
-        set_faults(&mut backplane, t, faults);
+        let (mut backplane, _) = with_faults(BACKPLANE, faults);
         // socket {0, 1} holds 60 faults against 50: its first busiest node wins
         assert_eq!(backplane.preferred_group_nid(t, 2), 0);
         set_faults(&mut backplane, t, [10, 30, 50, 0]);
