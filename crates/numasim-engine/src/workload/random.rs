@@ -332,8 +332,60 @@ impl FirstTouch {
     }
 }
 
-/// The zero-page reads are sorted on their threshold's bits from this one up.
+/// log2 of the grain, in accesses, by which the zero-page reads are counted.
 const ZERO_READ_GRAIN: u32 = 16;
+/// Grains counted one by one (4 bytes each); reads beyond them are kept as thresholds.
+const ZERO_READ_GRAINS: u64 = 1 << 20;
+
+/// The first accesses that are loads (zero-page faults), by threshold: only counted and timed,
+/// so they are kept as counts per grain of 2^ZERO_READ_GRAIN accesses (~1 ms of a process's
+/// time), and a grain's are taken once the counter has passed its end (never early).
+#[derive(Debug, Clone, Default)]
+struct ZeroReads {
+    /// Loads per grain (threshold >> ZERO_READ_GRAIN) below ZERO_READ_GRAINS.
+    per_grain: Vec<u32>,
+    /// Thresholds of the loads beyond those grains (rarely hit pages), sorted once pushed.
+    beyond: Vec<u64>,
+    /// Grains, then `beyond` entries, taken so far.
+    grains_taken: usize,
+    beyond_taken: usize,
+}
+
+impl ZeroReads {
+    fn push(&mut self, at: u64) {
+        let g = at >> ZERO_READ_GRAIN;
+        if g < ZERO_READ_GRAINS {
+            if g as usize >= self.per_grain.len() {
+                self.per_grain.resize(g as usize + 1, 0);
+            }
+            self.per_grain[g as usize] += 1;
+        } else {
+            self.beyond.push(at);
+        }
+    }
+
+    fn sort(&mut self) {
+        self.beyond.sort_unstable();
+    }
+
+    /// How many loads the counter has passed since the last call.
+    #[inline]
+    fn take(&mut self, counter: f64) -> u64 {
+        let mut n = 0;
+        while let Some(&c) = self.per_grain.get(self.grains_taken) {
+            if (((self.grains_taken as u64 + 1) << ZERO_READ_GRAIN) as f64) > counter {
+                return n;
+            }
+            n += c as u64;
+            self.grains_taken += 1;
+        }
+        while self.beyond.get(self.beyond_taken).is_some_and(|&at| at as f64 <= counter) {
+            n += 1;
+            self.beyond_taken += 1;
+        }
+        n
+    }
+}
 
 // one bit per node in `AccessSampler::mean_known`, and one for the total
 const _: () = assert!(MAX_NODES < 16);
@@ -377,10 +429,9 @@ pub struct AccessSampler {
     /// A first access that is a load maps the zero page (pmbench's plain loads; not a buffer
     /// that I/O or a guest fills first).
     pub zero_page_reads: bool,
-    /// Thresholds of the first accesses that are loads, sorted: zero-page faults, counted as
-    /// the counter passes them (no page state, nothing for NUMA balancing to place).
-    zero_reads: Vec<u64>,
-    zero_reads_taken: usize,
+    /// The first accesses that are loads: zero-page faults, counted as the counter passes them
+    /// (no page state, nothing for NUMA balancing to place).
+    zero_reads: ZeroReads,
     /// `ln_miss_table` of `weight`, if the workload made one.
     ln_miss: Option<Arc<[f64]>>,
 }
@@ -452,8 +503,7 @@ impl AccessSampler {
             counter: 0.0,
             latency_hist: [0.0; LATENCY_BUCKETS],
             initial: FirstTouch::new(2 * n, n), // one event per page
-            zero_reads: Vec::new(),
-            zero_reads_taken: 0,
+            zero_reads: ZeroReads::default(),
             next_initial: false,
             heap: Calendar::default(),
             rng,
@@ -461,9 +511,6 @@ impl AccessSampler {
             zero_page_reads,
             ln_miss,
         };
-        if zero_page_reads {
-            s.zero_reads.reserve(((1.0 - s.write_share) * n as f64 * 1.01) as usize + 64);
-        }
         for k in 0..n as u64 {
             if let Some(at) = s.draw(k, false) {
                 if s.zero_page_reads && s.draws_a_read() {
@@ -478,26 +525,14 @@ impl AccessSampler {
             }
         }
         s.initial.sort();
-        // ordered to within 2^16 accesses (~0.1 ms of a process's time): enough for faults
-        // that are only counted and timed
-        sort_keys(&mut s.zero_reads, ZERO_READ_GRAIN);
+        s.zero_reads.sort();
         s
     }
 
-    /// How many first loads (zero-page faults) the counter has passed since the last call
-    /// (each within 2^ZERO_READ_GRAIN accesses of its threshold).
+    /// How many first loads (zero-page faults) the counter has passed since the last call.
     #[inline]
     fn take_zero_reads(&mut self) -> u64 {
-        let from = self.zero_reads_taken;
-        let mut i = from;
-        while self.zero_reads.get(i).is_some_and(|&at| at as f64 <= self.counter) {
-            i += 1;
-        }
-        self.zero_reads_taken = i;
-        if i > from && i == self.zero_reads.len() {
-            (self.zero_reads, self.zero_reads_taken) = (Vec::new(), 0);
-        }
-        (i - from) as u64
+        self.zero_reads.take(self.counter)
     }
 
     /// Access count at which page `k` is next hit (by a write, if `write_only`): the counter
@@ -1063,6 +1098,30 @@ mod tests {
             popped += 1;
         }
         assert_eq!(popped, pushed, "no event lost");
+    }
+
+    /// Zero-page reads are taken once the counter has passed their grain's end, never before
+    /// their threshold and at most one grain late, each exactly once, including thresholds
+    /// beyond the counted grains.
+    #[test]
+    fn zero_reads_are_counted_after_their_threshold_within_a_grain() {
+        use super::{ZERO_READ_GRAIN, ZERO_READ_GRAINS};
+        let grain = 1u64 << ZERO_READ_GRAIN;
+        let far = ZERO_READ_GRAINS * grain;
+        let at = [1, 5, grain - 1, grain, 3 * grain + 7, far + 3, far + 2, far + 3 * grain];
+        let mut z = super::ZeroReads::default();
+        at.iter().for_each(|&a| z.push(a));
+        z.sort();
+        let mut taken = 0;
+        for counter in [0, grain - 1, grain, 2 * grain, 4 * grain - 1, 4 * grain, far + 2, far + 3, u64::MAX / 2] {
+            taken += z.take(counter as f64);
+            let due = at.iter().filter(|&&a| a <= counter).count() as u64;
+            let late = at.iter().filter(|&&a| a <= counter.saturating_sub(grain)).count() as u64;
+            assert!(taken <= due, "counter {counter}: {taken} taken, only {due} due");
+            assert!(taken >= late, "counter {counter}: {taken} taken, {late} due a grain ago");
+        }
+        assert_eq!(taken, at.len() as u64, "each read counted once");
+        assert_eq!(z.take(f64::MAX), 0);
     }
 
     /// A bucket's binned sort gives the order of a plain descending sort, spread or clustered.
