@@ -1,4 +1,6 @@
 //! Run a scenario file and print a summary: `cargo run --release --example run -- FILE.toml`.
+//! `PHASES=SECONDS` prints wall time and resident memory as the run goes; `RESULT_JSON=PATH`
+//! writes the whole result.
 fn main() {
     let path = std::env::args().nth(1).expect("usage: run FILE.toml");
     let text = std::fs::read_to_string(&path).expect("read scenario");
@@ -38,6 +40,10 @@ fn main() {
     });
     if phases.is_some() {
         eprintln!("finished at {:.2} wall s", wall.elapsed().as_secs_f64());
+    }
+    // RESULT_JSON=PATH: write the whole result (to compare builds byte for byte)
+    if let Ok(out) = std::env::var("RESULT_JSON") {
+        std::fs::write(&out, r.to_json().to_string()).expect("write RESULT_JSON");
     }
     println!("elapsed {:.3}s user {:.1}s sys {:.2}s completed {} ticks {}", r.elapsed_s, r.user_s, r.system_s, r.completed, r.ticks);
     let with_mem: Vec<_> = r.tasks.iter().filter(|t| t.mem_node.is_some()).collect();
