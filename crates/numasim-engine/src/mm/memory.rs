@@ -5,6 +5,7 @@
 use crate::features::Feature;
 use crate::kernel::Kernel;
 use crate::mm::huge_memory::HPAGE_PMD_ORDER;
+use crate::mm::mempolicy::Mempolicy;
 use crate::mm::pgtable::{PTE_DIRTY, PTE_WRITE};
 use crate::mm::types::VM_WRITE;
 use crate::sched::numa::fault::{TNF_FAULT_LOCAL, TNF_MIGRATED, TNF_MIGRATE_FAIL, TNF_NO_GROUP};
@@ -36,18 +37,27 @@ impl Kernel {
     }
 
     fn map_new_anon_folio(&mut self, t: usize, vma: usize, idx: u64, large: bool) -> Option<f64> {
-        let (mm, cpu) = (self.tasks[t].mm, self.tasks[t].cpu);
-        let (head, order, node) = match large.then(|| self.alloc_anon_folio(t, vma, idx)).flatten() {
-            Some(f) => f,
-            None => {
-                let pol = self.mms[mm].vmas[vma].policy.unwrap_or(self.tasks[t].policy);
-                let Some(node) = self.alloc_page(&pol, cpu) else {
-                    self.oom = Some(format!("no free page for pid {} (policy {:?})", self.tasks[t].pid, pol.mode));
-                    return None;
-                };
-                (idx, 0, node)
-            }
+        if let Some((head, order, node)) = large.then(|| self.alloc_anon_folio(t, vma, idx)).flatten() {
+            return Some(self.map_anon_folio(t, vma, head, order, node));
+        }
+        let pol = self.vma_policy(t, vma);
+        self.map_anon_base_page(t, vma, idx, &pol)
+    }
+
+    /// A new zeroed base page for page `idx` under `pol` (the VMA's or task's policy), mapped
+    /// writable; None (and `oom` set) when no node can give one.
+    pub fn map_anon_base_page(&mut self, t: usize, vma: usize, idx: u64, pol: &Mempolicy) -> Option<f64> {
+        let Some(node) = self.alloc_page(pol, self.tasks[t].cpu) else {
+            self.oom = Some(format!("no free page for pid {} (policy {:?})", self.tasks[t].pid, pol.mode));
+            return None;
         };
+        Some(self.map_anon_folio(t, vma, idx, 0, node))
+    }
+
+    /// Map a freshly allocated folio of 2^`order` pages at `head` on `node`, writable and dirty
+    /// (set_pte_range / set_pmd); returns the fault's time (entry, exit, zeroing).
+    fn map_anon_folio(&mut self, t: usize, vma: usize, head: u64, order: u8, node: usize) -> f64 {
+        let mm = self.tasks[t].mm;
         let nr = 1u64 << order;
         let m = &mut self.mms[mm];
         m.vmas[vma].pt.populate_folio(head, order, node, PTE_WRITE | PTE_DIRTY, order == HPAGE_PMD_ORDER);
@@ -56,7 +66,7 @@ impl Kernel {
             self.sampler_populated(mm, vma, i, node);
         }
         self.count(VmEvent::Pgfault, 1);
-        Some(self.cost.fault_entry_exit_ns + self.cost.clear_page_ns * nr as f64)
+        self.cost.fault_entry_exit_ns + self.cost.clear_page_ns * nr as f64
     }
 
     /// Write to a present read-only PTE of an exclusive anonymous page: reuse it, no copy.
@@ -141,11 +151,12 @@ impl Kernel {
         let (mm, cpu) = (self.tasks[t].mm, self.tasks[t].cpu);
         let this_node = self.cpu_node(cpu);
         let mut sys = self.cost.fault_entry_exit_ns + self.cost.hint_fault_ns;
+        let v = &self.mms[mm].vmas[vma];
         // can_change_pte_writable: private writable VMA, exclusive anonymous page
-        let writable = self.mms[mm].vmas[vma].flags & VM_WRITE != 0;
+        let writable = v.flags & VM_WRITE != 0;
+        let (head, nr) = v.pt.folio(idx);
+        let pmd = v.pt.pmd_mapped(idx);
         let preserve = self.feature(Feature::NumaPreserveWrite);
-        let (head, nr) = self.mms[mm].vmas[vma].pt.folio(idx);
-        let pmd = self.mms[mm].vmas[vma].pt.pmd_mapped(idx);
         if nr > 1 && !pmd && !self.feature(Feature::NumaMthp) {
             // <= v6.9: "TODO: handle PTE-mapped THP" -> out_map, before any NUMA accounting
             self.count(VmEvent::Pgfault, 1);
@@ -159,9 +170,10 @@ impl Kernel {
         if self.numa_no_group(mm, vma, idx, writable && preserve) {
             flags |= TNF_NO_GROUP;
         }
-        let nid = self.mms[mm].vmas[vma].pt.nid(head) as usize;
+        let pt = &self.mms[mm].vmas[vma].pt;
+        let nid = pt.nid(head) as usize;
         // numa_migrate_check: read last_cpupid before mpol_misplaced updates it
-        let last_cpupid = self.mms[mm].vmas[vma].pt.last_cpupid(head);
+        let last_cpupid = pt.last_cpupid(head);
         let pid = self.tasks[t].pid;
         self.vma_set_access_pid_bit(mm, vma, pid);
         flags |= self.count_hint_fault(nid, cpu);

@@ -76,7 +76,8 @@ impl Kernel {
 
     /// `clock` of the running task with `budget_left` ns of its tick still to run.
     pub fn set_clock(&mut self, budget_left: f64) {
-        self.clock = self.now + (self.tick_ns as f64 - budget_left).max(0.0) as u64;
+        // through i64, the conversions baseline x86-64 has (the tick is far below 2^63 ns)
+        self.clock = self.now + (self.tick_ns as i64 as f64 - budget_left).max(0.0) as i64 as u64;
     }
 
     /// The scan windows won this tick, before any CPU runs: each winner scans on return to user
@@ -392,6 +393,12 @@ impl Kernel {
                 for n in 0..nr {
                     p.cur_bytes[n] += adv * PAGE_SIZE * k.node[n] as f64 / pop;
                 }
+            } else if frac == 0.0 && pt.blocks[blk].populated == 0 && self.thp_allowable_orders(self.mms[mm].vmas[vma].flags) == 0 {
+                // no page of this block is present and no fault may map a large folio
+                let Some((i, f)) = self.sweep_unpopulated(t, vma, idx, seg_end, b) else {
+                    return false;
+                };
+                pos = (i - first) as f64 + f;
             } else {
                 // some page of this block needs a fault: take faults page by page, and cross
                 // the accessible pages between them in a tight loop
@@ -450,6 +457,45 @@ impl Kernel {
             }
             self.tasks[t].sweep = SweepState { pass, pos };
         }
+    }
+
+    /// A store stream from page `i` to `end`, none of them present, in a VMA whose faults map
+    /// base pages: a first-touch fault then a store per page, the general loop's arithmetic
+    /// without its checks. Returns where the stream stopped (page, fraction stored), None on
+    /// out-of-memory.
+    // mm/memory.c: do_anonymous_page, page by page
+    fn sweep_unpopulated(&mut self, t: usize, vma: usize, mut i: u64, end: u64, b: &mut f64) -> Option<(u64, f64)> {
+        let pol = self.vma_policy(t, vma);
+        let mm = self.tasks[t].mm;
+        let cost = self.tasks[t].page_cost;
+        while i < end {
+            // the fault happens where the stream is in its tick
+            self.set_clock(*b);
+            let c = self.map_anon_base_page(t, vma, i, &pol)?;
+            self.charge_sys(t, c, b);
+            if *b <= 0.0 {
+                break;
+            }
+            let node = self.mms[mm].vmas[vma].pt.nid(i) as usize;
+            let p = &mut self.tasks[t];
+            if cost[node] > *b {
+                // the budget ends inside page i
+                let part = *b / cost[node];
+                p.user_ns += *b;
+                p.cur_bytes[node] += part * PAGE_SIZE;
+                *b = 0.0;
+                return Some((i, part));
+            }
+            *b -= cost[node];
+            p.user_ns += cost[node];
+            p.cur_bytes[node] += PAGE_SIZE;
+            i += 1;
+            if *b <= 0.0 {
+                *b = 0.0;
+                break;
+            }
+        }
+        Some((i, 0.0))
     }
 
     /// A store reaches page `idx`: take whatever faults it needs. False on out-of-memory.

@@ -59,3 +59,40 @@ impl MemoryEaterSpec {
         new_task(k, mm, "memhog", index, prog, None, (self.start_s * 1e9) as u64);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::scenario::parse_scenario;
+    use crate::simulation::Simulation;
+    use crate::vmstat::VmEvent;
+
+    /// The eater's fill of fresh blocks (do_anonymous_page once per page, in the sweep's
+    /// tight loop) allocates every page once on the bound node and charges each page one
+    /// fault and one store: sys = pages x (fault entry/exit + clear_page), user = pages x the
+    /// store cost, across budget ends inside pages and blocks.
+    #[test]
+    fn eater_fill_faults_every_page_once_with_its_time() {
+        let text = crate::testutil::SMALL.replace(
+            "[[workload]]\nkind = \"numa02\"\nsize_mib = 64\npasses = 1000\nthreads = 4\n",
+            "[[workload]]\nkind = \"memory_eater\"\nsize_gib = 0.3\nnode = 1\nfree_at_s = 5.0\n",
+        );
+        let mut sim = Simulation::new(&parse_scenario(&text).unwrap()).unwrap();
+        while sim.now_s() < 2.0 {
+            assert!(sim.step().unwrap());
+        }
+        let k = &sim.k;
+        let t = k.tasks.iter().position(|t| t.comm == "memhog").expect("eater task");
+        let pages = (0.3 * 262144.0) as u64;
+        let mm = k.tasks[t].mm;
+        assert_eq!(k.mms[mm].node_pages[..2], [0, pages], "every page on the bound node");
+        let pt = &k.mms[mm].vmas[0].pt;
+        assert!((0..pages).all(|i| pt.populated(i) && pt.writable(i) && pt.nid(i) == 1));
+        assert_eq!(k.vmstat.get(VmEvent::Pgfault), pages, "one fault per page");
+        assert_eq!(k.vmstat.get(VmEvent::Pgalloc), pages);
+        let fault = k.cost.fault_entry_exit_ns + k.cost.clear_page_ns;
+        let p = &k.tasks[t];
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b;
+        assert!(close(p.sys_ns, pages as f64 * fault), "sys {} for {pages} faults of {fault} ns", p.sys_ns);
+        assert!(close(p.user_ns, pages as f64 * p.page_cost[1]), "user {} for {pages} stores of {} ns", p.user_ns, p.page_cost[1]);
+    }
+}
