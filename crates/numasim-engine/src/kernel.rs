@@ -3,7 +3,7 @@
 use crate::cost::CostProfile;
 use crate::features::Feature;
 use crate::mm::page_alloc::NodeMem;
-use crate::mm::types::Mm;
+use crate::mm::types::{Mm, VM_HUGEPAGE, VM_NOHUGEPAGE};
 use crate::scenario::{KernelConfig, Scenario};
 use crate::sched::task::Task;
 use crate::topology::Topology;
@@ -46,6 +46,8 @@ pub struct Kernel {
     /// `cost.page_copy_ns` for every (CPU node, source, target), indexed by `page_copy_idx`.
     page_copy_ns: Vec<f64>,
     pub cfg: KernelConfig,
+    /// `cfg.thp.allowable_orders` without and with VM_HUGEPAGE (on every first-touch fault).
+    thp_orders: [u16; 2],
     /// Start of the current tick, ns.
     pub now: u64,
     /// Simulated time of the code running now (`now` plus the running task's time in the tick), ns.
@@ -109,6 +111,7 @@ impl Kernel {
                 let n = s.machine.topology.nr_nodes;
                 (0..n * n * n).map(|i| s.machine.cost.page_copy_ns(i / (n * n), i / n % n, i % n)).collect()
             },
+            thp_orders: [s.kernel.thp.allowable_orders(0), s.kernel.thp.allowable_orders(VM_HUGEPAGE)],
             cfg: s.kernel.clone(),
             now: 0,
             clock: 0,
@@ -137,6 +140,16 @@ impl Kernel {
     #[inline]
     pub fn count(&mut self, e: VmEvent, n: u64) {
         self.vmstat.count(e, n);
+    }
+
+    /// THP orders a fault in a VMA with `vm_flags` may allocate (the sysfs settings are fixed).
+    // mm/huge_memory.c: __thp_vma_allowable_orders (anon, fault path)
+    #[inline]
+    pub fn thp_allowable_orders(&self, vm_flags: u32) -> u16 {
+        if vm_flags & VM_NOHUGEPAGE != 0 {
+            return 0; // vma_thp_disabled
+        }
+        self.thp_orders[(vm_flags & VM_HUGEPAGE != 0) as usize]
     }
 
     pub fn feature(&self, f: Feature) -> bool {

@@ -113,7 +113,7 @@ impl Kernel {
     pub fn alloc_anon_folio(&mut self, t: usize, vma: usize, idx: u64) -> Option<(u64, u8, usize)> {
         let (mm, cpu) = (self.tasks[t].mm, self.tasks[t].cpu);
         let v = &self.mms[mm].vmas[vma];
-        let orders = self.cfg.thp.allowable_orders(v.flags);
+        let orders = self.thp_allowable_orders(v.flags);
         if orders == 0 {
             return None;
         }

@@ -50,8 +50,8 @@ use crate::kernel::Kernel;
 impl Kernel {
     /// The policy that governs `vma` for task `t` (__get_vma_policy, then the task's).
     pub fn vma_policy(&self, t: usize, vma: usize) -> Mempolicy {
-        let mm = self.tasks[t].mm;
-        self.mms[mm].vmas[vma].policy.unwrap_or(self.tasks[t].policy)
+        let task = &self.tasks[t];
+        self.mms[task.mm].vmas[vma].policy.unwrap_or(task.policy)
     }
 
     /// Node a hinting-fault page should move to, or None (spec §3.1).

@@ -8,7 +8,7 @@
 //! first toucher is exact in distribution and the cost follows the number of NUMA events.
 
 use crate::kernel::Kernel;
-use crate::mm::pgtable::PageEntry;
+use crate::mm::pgtable::{PageEntry, PageTable};
 use crate::sim::prefetch::prefetch;
 use crate::sim::rng::Rng;
 use crate::topology::MAX_NODES;
@@ -349,6 +349,8 @@ struct ZeroReads {
     /// Grains, then `beyond` entries, taken so far.
     grains_taken: usize,
     beyond_taken: usize,
+    /// The counter at which `take` has something again (set by `sort` and `take`).
+    next_due: f64,
 }
 
 impl ZeroReads {
@@ -366,11 +368,31 @@ impl ZeroReads {
 
     fn sort(&mut self) {
         self.beyond.sort_unstable();
+        self.set_next_due();
+    }
+
+    /// The next grain's end, or the next threshold beyond the grains.
+    fn set_next_due(&mut self) {
+        self.next_due = if self.grains_taken < self.per_grain.len() {
+            ((self.grains_taken as u64 + 1) << ZERO_READ_GRAIN) as f64
+        } else {
+            self.beyond.get(self.beyond_taken).map_or(f64::INFINITY, |&at| at as f64)
+        };
     }
 
     /// How many loads the counter has passed since the last call.
     #[inline]
     fn take(&mut self, counter: f64) -> u64 {
+        if counter < self.next_due {
+            return 0;
+        }
+        let n = self.take_due(counter);
+        self.set_next_due();
+        n
+    }
+
+    #[inline(never)]
+    fn take_due(&mut self, counter: f64) -> u64 {
         let mut n = 0;
         while let Some(&c) = self.per_grain.get(self.grains_taken) {
             if (((self.grains_taken as u64 + 1) << ZERO_READ_GRAIN) as f64) > counter {
@@ -629,6 +651,20 @@ impl AccessSampler {
         total
     }
 
+    /// `n` ordinary accesses from a node with latencies `lat` to each memory node, split over
+    /// the memory nodes by probability mass.
+    fn record_latencies(&mut self, lat: &[f64], n: f64) {
+        let total = self.mass_total();
+        if total <= 0.0 || n <= 0.0 {
+            return;
+        }
+        for (&mass, &ns) in self.mass.iter().zip(lat) {
+            if mass > 0.0 {
+                self.latency_hist[latency_bucket(ns)] += n * mass / total;
+            }
+        }
+    }
+
     /// Add `w` to the probability mass on `node`.
     fn add_mass(&mut self, node: usize, w: f64) {
         self.mass[node] += w;
@@ -651,7 +687,8 @@ impl AccessSampler {
         // the first-touch front on a tie
         self.next_initial = a.is_some_and(|a| b.is_none_or(|b| a <= b));
         match a.into_iter().chain(b).min() {
-            Some(at) => (at as f64 - self.counter).max(0.0),
+            // thresholds are at most 2^63 (`threshold`): i64::MAX converts to that same f64
+            Some(at) => (at.min(i64::MAX as u64) as i64 as f64 - self.counter).max(0.0),
             None => f64::INFINITY,
         }
     }
@@ -858,11 +895,9 @@ impl Kernel {
     /// prefetching it again would walk the page tables again once its TLB entry is gone.
     /// The weight, which only a first touch or a migration reads, is prefetched later, from the
     /// page entry prefetched before: only for a page not yet populated or away from `node`.
-    fn prefetch_ahead(&self, s: usize, node: usize) {
+    fn prefetch_ahead(smp: &AccessSampler, pt: &PageTable, node: usize) {
         const AHEAD: usize = 12;
         const NEAR: usize = 4;
-        let smp = &self.samplers[s];
-        let pt = &self.mms[smp.mm].vmas[smp.vma].pt;
         if let Some(k) = smp.ahead(AHEAD) {
             pt.prefetch(k);
         }
@@ -934,39 +969,47 @@ impl Kernel {
         while *b > 0.0 && done < accesses && self.oom.is_none() {
             let node = self.task_node(t);
             let cost = self.mean_access_ns(s, node) + overhead_ns;
-            let (smp, pages) = self.sampler_pages(s);
+            // the queues, the counter and the histogram, under one borrow of the sampler and its pages
+            let smp = &mut self.samplers[s];
+            let mut pt = self.mms[smp.mm].vmas.get_mut(smp.vma).map(|v| &mut v.pt);
+            let pages = pt.as_deref_mut().map_or(&mut [][..], |p| &mut p.pages[..]);
             let until = smp.until_next(pages);
             let can = (*b / cost).min(accesses - done);
-            let n = if until <= can { until } else { can };
-            self.samplers[s].counter += n;
+            let hit = until <= can;
+            let n = if hit { until } else { can };
+            smp.counter += n;
             done += n;
-            let zero = self.samplers[s].take_zero_reads();
-            self.tasks[t].user_ns += n * cost;
+            let zero = smp.take_zero_reads();
             if timed {
-                self.record_latencies(s, node, n);
+                smp.record_latencies(&self.cost.latency_ns[node], n);
             }
-            if until <= can {
+            let event = if hit {
                 *b -= n * cost;
-                let (smp, pages) = self.sampler_pages(s);
-                if let Some((k, write_only, kind)) = smp.pop(pages) {
-                    self.prefetch_ahead(s, node);
-                    self.set_clock(*b);
-                    let u = self.faulting_thread(t, s);
-                    let sys = self.tasks[u].sys_ns;
-                    // another thread's fault: its time is taken from that thread's CPU
-                    let mut none = 0.0;
-                    let bu = if u == t { &mut *b } else { &mut none };
-                    self.access_fault(u, s, k, write_only, kind, bu);
-                    if timed {
-                        // the faulting access takes the fault's time on top of the access
-                        let fault = self.tasks[u].sys_ns - sys;
-                        self.samplers[s].latency_hist[latency_bucket(fault + self.cost.latency_ns[node][node])] += 1.0;
-                    }
+                let e = smp.pop(pages);
+                if let (Some(_), Some(pt)) = (e, pt.as_deref()) {
+                    Self::prefetch_ahead(smp, pt, node);
                 }
+                e
             } else {
                 // no event before the budget or the requested accesses run out
                 let phase_ends = can >= accesses - done;
                 *b = if phase_ends { (*b - n * cost).max(0.0) } else { 0.0 };
+                None
+            };
+            self.tasks[t].user_ns += n * cost;
+            if let Some((k, write_only, kind)) = event {
+                self.set_clock(*b);
+                let u = self.faulting_thread(t, s);
+                let sys = self.tasks[u].sys_ns;
+                // another thread's fault: its time is taken from that thread's CPU
+                let mut none = 0.0;
+                let bu = if u == t { &mut *b } else { &mut none };
+                self.access_fault(u, s, k, write_only, kind, bu);
+                if timed {
+                    // the faulting access takes the fault's time on top of the access
+                    let fault = self.tasks[u].sys_ns - sys;
+                    self.samplers[s].latency_hist[latency_bucket(fault + self.cost.latency_ns[node][node])] += 1.0;
+                }
             }
             if zero > 0 {
                 // the first loads among these accesses: zero-page faults, in aggregate
@@ -978,20 +1021,6 @@ impl Kernel {
             }
         }
         done
-    }
-
-    /// `n` ordinary accesses from `node`, split over the memory nodes by probability mass.
-    fn record_latencies(&mut self, s: usize, node: usize, n: f64) {
-        let smp = &mut self.samplers[s];
-        let total = smp.mass_total();
-        if total <= 0.0 || n <= 0.0 {
-            return;
-        }
-        for m in 0..self.topo.nr_nodes {
-            if smp.mass[m] > 0.0 {
-                smp.latency_hist[latency_bucket(self.cost.latency_ns[node][m])] += n * smp.mass[m] / total;
-            }
-        }
     }
 
     /// The first access to page `k` since it needed a fault.
@@ -1179,7 +1208,7 @@ mod tests {
         k.samplers[s].add_mass(0, 0.75);
         k.samplers[s].add_mass(1, 0.25);
         k.samplers[s].latency_hist = [0.0; super::LATENCY_BUCKETS];
-        k.record_latencies(s, 0, 1000.0); // node 0: 90 ns local, 145 ns remote
+        k.samplers[s].record_latencies(&k.cost.latency_ns[0], 1000.0); // node 0: 90 ns local, 145 ns remote
         let h = k.samplers[s].latency_hist;
         assert_eq!((h[6], h[7]), (750.0, 250.0));
     }
