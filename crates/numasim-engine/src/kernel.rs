@@ -46,8 +46,9 @@ pub struct Kernel {
     /// `cost.page_copy_ns` for every (CPU node, source, target), indexed by `page_copy_idx`.
     page_copy_ns: Vec<f64>,
     pub cfg: KernelConfig,
-    /// `cfg.thp.allowable_orders` without and with VM_HUGEPAGE (on every first-touch fault).
-    thp_orders: [u16; 2],
+    /// `cfg.thp.allowable_orders` by VM_HUGEPAGE (bit 0) and VM_NOHUGEPAGE (bit 1), looked up
+    /// on every first-touch fault.
+    thp_orders: [u16; 4],
     /// Start of the current tick, ns.
     pub now: u64,
     /// Simulated time of the code running now (`now` plus the running task's time in the tick), ns.
@@ -111,7 +112,7 @@ impl Kernel {
                 let n = s.machine.topology.nr_nodes;
                 (0..n * n * n).map(|i| s.machine.cost.page_copy_ns(i / (n * n), i / n % n, i % n)).collect()
             },
-            thp_orders: [s.kernel.thp.allowable_orders(0), s.kernel.thp.allowable_orders(VM_HUGEPAGE)],
+            thp_orders: [0, VM_HUGEPAGE, VM_NOHUGEPAGE, VM_HUGEPAGE | VM_NOHUGEPAGE].map(|f| s.kernel.thp.allowable_orders(f)),
             cfg: s.kernel.clone(),
             now: 0,
             clock: 0,
@@ -142,14 +143,11 @@ impl Kernel {
         self.vmstat.count(e, n);
     }
 
-    /// THP orders a fault in a VMA with `vm_flags` may allocate (the sysfs settings are fixed).
-    // mm/huge_memory.c: __thp_vma_allowable_orders (anon, fault path)
+    /// THP orders a fault in a VMA with `vm_flags` may allocate: `ThpConfig::allowable_orders`,
+    /// precomputed (the sysfs settings are fixed for a run).
     #[inline]
     pub fn thp_allowable_orders(&self, vm_flags: u32) -> u16 {
-        if vm_flags & VM_NOHUGEPAGE != 0 {
-            return 0; // vma_thp_disabled
-        }
-        self.thp_orders[(vm_flags & VM_HUGEPAGE != 0) as usize]
+        self.thp_orders[(vm_flags & VM_HUGEPAGE != 0) as usize | ((vm_flags & VM_NOHUGEPAGE != 0) as usize) << 1]
     }
 
     pub fn feature(&self, f: Feature) -> bool {

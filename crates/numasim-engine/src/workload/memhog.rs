@@ -72,10 +72,8 @@ mod tests {
     /// store cost, across budget ends inside pages and blocks.
     #[test]
     fn eater_fill_faults_every_page_once_with_its_time() {
-        let text = crate::testutil::SMALL.replace(
-            "[[workload]]\nkind = \"numa02\"\nsize_mib = 64\npasses = 1000\nthreads = 4\n",
-            "[[workload]]\nkind = \"memory_eater\"\nsize_gib = 0.3\nnode = 1\nfree_at_s = 5.0\n",
-        );
+        let text = crate::testutil::SMALL
+            .replace("[[workload]]\nkind = \"numa02\"\nsize_mib = 64\npasses = 1000\nthreads = 4\n", "[[workload]]\nkind = \"memory_eater\"\nsize_gib = 0.3\nnode = 1\nfree_at_s = 5.0\n");
         let mut sim = Simulation::new(&parse_scenario(&text).unwrap()).unwrap();
         while sim.now_s() < 2.0 {
             assert!(sim.step().unwrap());
