@@ -11,6 +11,9 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 DEPS_STAMP  := $(VENV)/.deps-installed
 BUILD_STAMP := $(VENV)/.engine-built
 RUST_SRC    := Cargo.toml Cargo.lock $(shell find crates -type f \( -name '*.rs' -o -name '*.toml' \) 2>/dev/null)
+# profile-guided build of the engine (scripts/build-engine.sh); `make setup PGO=0` builds without
+PGO         ?= 1
+PGO_INPUTS  := scripts/build-engine.sh $(wildcard scripts/pgo/*.toml python/numasim/validation/*.toml)
 
 # A fresh clone has no compiled module even if an old venv stamp survived.
 ifeq ($(wildcard python/numasim/_engine*.so),)
@@ -20,7 +23,7 @@ endif
 .PHONY: help setup run test bench lint check-cargo clean workloads test-vm system-deps
 
 help:
-	@echo "make setup   create .venv, install pinned tools, build the engine"
+	@echo "make setup   create .venv, install pinned tools, build the engine (PGO=0: no profile-guided build)"
 	@echo "make run     reproduce autonuma-balancing (prints the table)"
 	@echo "make test    cargo tests + pytest"
 	@echo "make bench   simulator speed (numasim bench)"
@@ -43,8 +46,8 @@ $(DEPS_STAMP): requirements-dev.txt | $(PY)
 	$(BIN)/pip install --disable-pip-version-check -q -r requirements-dev.txt
 	@touch $@
 
-$(BUILD_STAMP): $(DEPS_STAMP) pyproject.toml $(RUST_SRC) | check-cargo
-	VIRTUAL_ENV=$(abspath $(VENV)) $(BIN)/maturin develop --release --quiet
+$(BUILD_STAMP): $(DEPS_STAMP) pyproject.toml $(RUST_SRC) $(PGO_INPUTS) | check-cargo
+	VIRTUAL_ENV=$(abspath $(VENV)) PGO=$(PGO) bash scripts/build-engine.sh $(abspath $(BIN)/maturin)
 	@touch $@
 
 setup: check-cargo $(BUILD_STAMP)
