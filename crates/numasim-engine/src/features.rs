@@ -79,16 +79,19 @@ impl Feature {
     }
 }
 
-/// Feature switches of one run, indexed by [`Feature`]; serialized as a name -> bool map.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FeatureSet(pub Vec<bool>);
+/// Feature switches of one run, bit i for [`Feature`] i (read on every fault: one load and a
+/// test); serialized as a name -> bool map.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FeatureSet(u64);
+
+const _: () = assert!(FEATURES.len() <= 64);
 
 impl Serialize for FeatureSet {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
-        let mut m = s.serialize_map(Some(self.0.len()))?;
-        for (f, on) in FEATURES.iter().zip(&self.0) {
-            m.serialize_entry(f.name, on)?;
+        let mut m = s.serialize_map(Some(FEATURES.len()))?;
+        for (i, f) in FEATURES.iter().enumerate() {
+            m.serialize_entry(f.name, &self.get(i))?;
         }
         m.end()
     }
@@ -96,13 +99,24 @@ impl Serialize for FeatureSet {
 
 impl Default for FeatureSet {
     fn default() -> Self {
-        FeatureSet(FEATURES.iter().map(|f| f.default).collect())
+        let mut set = FeatureSet(0);
+        for (i, f) in FEATURES.iter().enumerate() {
+            set.set(i, f.default);
+        }
+        set
     }
 }
 
 impl FeatureSet {
     pub fn on(&self, f: Feature) -> bool {
-        self.0[f as usize]
+        self.get(f as usize)
+    }
+    /// Feature `i` of [`FEATURES`].
+    pub fn get(&self, i: usize) -> bool {
+        self.0 >> i & 1 != 0
+    }
+    pub fn set(&mut self, i: usize, on: bool) {
+        self.0 = self.0 & !(1 << i) | (on as u64) << i;
     }
     pub fn index_of(name: &str) -> Option<usize> {
         FEATURES.iter().position(|f| f.name == name)

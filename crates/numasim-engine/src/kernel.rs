@@ -6,7 +6,7 @@ use crate::mm::page_alloc::NodeMem;
 use crate::mm::types::{Mm, VM_HUGEPAGE, VM_NOHUGEPAGE};
 use crate::scenario::{KernelConfig, Scenario};
 use crate::sched::task::Task;
-use crate::topology::Topology;
+use crate::topology::{Topology, MAX_NODES};
 use crate::vmstat::{VmEvent, VmStat};
 
 /// One CPU's runqueue; `rq[0]` is the task running on it.
@@ -45,6 +45,9 @@ pub struct Kernel {
     pub min_latency_ns: f64,
     /// `cost.page_copy_ns` for every (CPU node, source, target), indexed by `page_copy_idx`.
     page_copy_ns: Vec<f64>,
+    /// `latency_bucket` of `cost.latency_ns[cpu node][memory node]` (a random access's
+    /// histogram bucket).
+    pub latency_buckets: [[u8; MAX_NODES]; MAX_NODES],
     pub cfg: KernelConfig,
     /// `cfg.thp.allowable_orders` by VM_HUGEPAGE (bit 0) and VM_NOHUGEPAGE (bit 1), looked up
     /// on every first-touch fault.
@@ -111,6 +114,15 @@ impl Kernel {
             page_copy_ns: {
                 let n = s.machine.topology.nr_nodes;
                 (0..n * n * n).map(|i| s.machine.cost.page_copy_ns(i / (n * n), i / n % n, i % n)).collect()
+            },
+            latency_buckets: {
+                let mut b = [[0; MAX_NODES]; MAX_NODES];
+                for (from, row) in s.machine.cost.latency_ns.iter().enumerate() {
+                    for (to, &ns) in row.iter().enumerate() {
+                        b[from][to] = crate::workload::random::latency_bucket(ns) as u8;
+                    }
+                }
+                b
             },
             thp_orders: [0, VM_HUGEPAGE, VM_NOHUGEPAGE, VM_HUGEPAGE | VM_NOHUGEPAGE].map(|f| s.kernel.thp.allowable_orders(f)),
             cfg: s.kernel.clone(),

@@ -45,7 +45,11 @@ pub fn kernel_features(version: &str) -> Option<FeatureSet> {
         return None;
     }
     let v = version_key(version)?;
-    Some(FeatureSet(Feature::ALL.iter().map(|&f| in_release(f, v)).collect()))
+    let mut set = FeatureSet::default();
+    for &f in Feature::ALL {
+        set.set(f as usize, in_release(f, v));
+    }
+    Some(set)
 }
 
 #[cfg(test)]

@@ -295,7 +295,7 @@ fn resolve_kernel(raw: Option<RawKernel>, p: &mut Problems) -> KernelConfig {
             Some(i) if !FEATURES[i].modelled && on != FEATURES[i].default => {
                 p.push(ScenarioProblem::new(format!("kernel.features.{name}"), "not_modelled", format!("feature `{name}` is not modelled yet; it can only stay {}", FEATURES[i].default)));
             }
-            Some(i) => features.0[i] = on,
+            Some(i) => features.set(i, on),
         }
     }
     use crate::features::Feature::{KvmSkipPinnedZap, MmuNotifierRangeNuma};

@@ -651,16 +651,16 @@ impl AccessSampler {
         total
     }
 
-    /// `n` ordinary accesses from a node with latencies `lat` to each memory node, split over
-    /// the memory nodes by probability mass.
-    fn record_latencies(&mut self, lat: &[f64], n: f64) {
+    /// `n` ordinary accesses from a node whose latency to each memory node falls in `buckets`
+    /// (`Kernel::latency_buckets`), split over the memory nodes by probability mass.
+    fn record_latencies(&mut self, buckets: &[u8; MAX_NODES], n: f64) {
         let total = self.mass_total();
         if total <= 0.0 || n <= 0.0 {
             return;
         }
-        for (&mass, &ns) in self.mass.iter().zip(lat) {
+        for (&mass, &b) in self.mass.iter().zip(buckets) {
             if mass > 0.0 {
-                self.latency_hist[latency_bucket(ns)] += n * mass / total;
+                self.latency_hist[b as usize] += n * mass / total;
             }
         }
     }
@@ -981,7 +981,7 @@ impl Kernel {
             done += n;
             let zero = smp.take_zero_reads();
             if timed {
-                smp.record_latencies(&self.cost.latency_ns[node], n);
+                smp.record_latencies(&self.latency_buckets[node], n);
             }
             let event = if hit {
                 *b -= n * cost;
@@ -1208,7 +1208,7 @@ mod tests {
         k.samplers[s].add_mass(0, 0.75);
         k.samplers[s].add_mass(1, 0.25);
         k.samplers[s].latency_hist = [0.0; super::LATENCY_BUCKETS];
-        k.samplers[s].record_latencies(&k.cost.latency_ns[0], 1000.0); // node 0: 90 ns local, 145 ns remote
+        k.samplers[s].record_latencies(&k.latency_buckets[0], 1000.0); // node 0: 90 ns local, 145 ns remote
         let h = k.samplers[s].latency_hist;
         assert_eq!((h[6], h[7]), (750.0, 250.0));
     }
