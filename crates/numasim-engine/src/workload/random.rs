@@ -652,8 +652,9 @@ impl AccessSampler {
     }
 
     /// `n` ordinary accesses from a node whose latency to each memory node falls in `buckets`
-    /// (`Kernel::latency_buckets`), split over the memory nodes by probability mass.
-    fn record_latencies(&mut self, buckets: &[u8; MAX_NODES], n: f64) {
+    /// (`Kernel::latency_buckets`, one per node of the machine), split over the memory nodes by
+    /// probability mass.
+    fn record_latencies(&mut self, buckets: &[u8], n: f64) {
         let total = self.mass_total();
         if total <= 0.0 || n <= 0.0 {
             return;
@@ -981,7 +982,7 @@ impl Kernel {
             done += n;
             let zero = smp.take_zero_reads();
             if timed {
-                smp.record_latencies(&self.latency_buckets[node], n);
+                smp.record_latencies(&self.latency_buckets[node][..self.topo.nr_nodes], n);
             }
             let event = if hit {
                 *b -= n * cost;
@@ -1208,7 +1209,7 @@ mod tests {
         k.samplers[s].add_mass(0, 0.75);
         k.samplers[s].add_mass(1, 0.25);
         k.samplers[s].latency_hist = [0.0; super::LATENCY_BUCKETS];
-        k.samplers[s].record_latencies(&k.latency_buckets[0], 1000.0); // node 0: 90 ns local, 145 ns remote
+        k.samplers[s].record_latencies(&k.latency_buckets[0][..2], 1000.0); // node 0: 90 ns local, 145 ns remote
         let h = k.samplers[s].latency_hist;
         assert_eq!((h[6], h[7]), (750.0, 250.0));
     }
