@@ -105,3 +105,17 @@ def test_load_scenario():
 def test_bad_balancing_word():
     with pytest.raises(UsageError):
         scenario_toml(workload="numa02", balancing="maybe")
+
+
+def test_pgo_training_scenarios_resolve():
+    # scripts/build-engine.sh runs these to train the profile-guided build: a stale key would
+    # fail every `make setup`, so catch it here with the engine's own validation
+    import pathlib
+
+    import numasim
+
+    files = sorted(pathlib.Path(__file__).parent.parent.joinpath("scripts", "pgo").glob("*.toml"))
+    assert len(files) >= 5
+    for f in files:
+        r = numasim.resolve(f.read_text())
+        assert r["workloads"], f.name
