@@ -34,10 +34,13 @@ dir=$PWD/target/pgo
 rm -rf "$dir/raw"
 mkdir -p "$dir/raw"
 echo "PGO: instrumented build, training runs, optimized build (PGO=0 skips this)" >&2
-RUSTFLAGS="-Cprofile-generate=$dir/raw" CARGO_TARGET_DIR=target/pgo-gen \
+RUSTFLAGS="${RUSTFLAGS:-} -Cprofile-generate=$dir/raw" CARGO_TARGET_DIR=target/pgo-gen \
     cargo build --release --quiet -p numasim-engine --example run
 for f in scripts/pgo/*.toml python/numasim/validation/*.toml; do
-    target/pgo-gen/release/examples/run "$f" >/dev/null
+    target/pgo-gen/release/examples/run "$f" >/dev/null || {
+        echo "error: PGO training scenario $f failed (PGO=0 builds without training)" >&2
+        exit 1
+    }
 done
 "$profdata" merge -o "$dir/numasim.profdata" "$dir/raw"
-RUSTFLAGS="-Cprofile-use=$dir/numasim.profdata" CARGO_TARGET_DIR=target/pgo-use plain
+RUSTFLAGS="${RUSTFLAGS:-} -Cprofile-use=$dir/numasim.profdata" CARGO_TARGET_DIR=target/pgo-use plain
