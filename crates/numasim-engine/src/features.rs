@@ -99,15 +99,15 @@ impl Serialize for FeatureSet {
 
 impl Default for FeatureSet {
     fn default() -> Self {
-        let mut set = FeatureSet(0);
-        for (i, f) in FEATURES.iter().enumerate() {
-            set.set(i, f.default);
-        }
-        set
+        FeatureSet::from_fn(|f| f.info().default)
     }
 }
 
 impl FeatureSet {
+    /// The set with feature f on where `on(f)`.
+    pub fn from_fn(on: impl Fn(Feature) -> bool) -> Self {
+        FeatureSet(Feature::ALL.iter().fold(0, |bits, &f| bits | (on(f) as u64) << f as usize))
+    }
     pub fn on(&self, f: Feature) -> bool {
         self.get(f as usize)
     }

@@ -45,11 +45,7 @@ pub fn kernel_features(version: &str) -> Option<FeatureSet> {
         return None;
     }
     let v = version_key(version)?;
-    let mut set = FeatureSet::default();
-    for &f in Feature::ALL {
-        set.set(f as usize, in_release(f, v));
-    }
-    Some(set)
+    Some(FeatureSet::from_fn(|f| in_release(f, v)))
 }
 
 #[cfg(test)]
