@@ -1,5 +1,7 @@
 """Bad scenarios raise ScenarioError with loc/kind/msg; never a PanicException."""
 
+from pathlib import Path
+
 import pytest
 
 import numasim
@@ -78,3 +80,120 @@ def test_simulated_oom_is_a_numasim_error_not_a_bug():
     assert not isinstance(info.value, numasim.InternalError)
     assert isinstance(info.value, numasim.SimulationError)
     assert "out-of-memory" in str(info.value)
+
+
+# ---------------------------------------------------------------- mutation fuzzing
+
+FUZZ_VALUES = [0, -1, 1, 2, 9, 1023, 2**31, 2**63 - 1, 0.0, -0.5, 0.5, 1e-9, 1e300,
+               float("nan"), float("inf"), "", "x", True, [], [0], [1, 2], {}]
+
+
+def _leaf_paths(node, path=()):
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _leaf_paths(v, path + (k,))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _leaf_paths(v, path + (i,))
+    if path:
+        yield path
+
+
+def _mutate(scenario: dict, rng, numbers_only: bool) -> dict:
+    """One or two edits: delete a key, scale or shift a number, or put an odd value anywhere."""
+    import copy
+    s = copy.deepcopy(scenario)
+    for _ in range(rng.choice([1, 1, 2])):
+        paths = list(_leaf_paths(s))
+        if numbers_only:
+            paths = [p for p in paths if _is_number(_get(s, p))] or paths
+        p = rng.choice(paths)
+        parent, old = _get(s, p[:-1]), _get(s, p)
+        r = rng.random()
+        if r < 0.1 and isinstance(parent, dict):
+            del parent[p[-1]]
+        elif _is_number(old) and (numbers_only or r < 0.55):
+            new = rng.choice([old * rng.choice([0, -1, 0.5, 2, 10, 1000]), old + rng.choice([-1, 1]),
+                              rng.choice(FUZZ_VALUES)])
+            if isinstance(old, int) and isinstance(new, float) and new == new and abs(new) < 2**62:
+                new = int(new)
+            parent[p[-1]] = new
+        else:
+            parent[p[-1]] = rng.choice(FUZZ_VALUES)
+    return s
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _get(node, path):
+    for k in path:
+        node = node[k]
+    return node
+
+
+def _shipped_scenarios() -> list:
+    import tomllib
+    from numasim.experiments import registry
+    out = [tomllib.loads(t) for name in registry.names() for t in registry.get(name).scenarios().values()]
+    return out + [tomllib.loads(p.read_text()) for p in SHIPPED_SMALL]
+
+
+# the small scenarios that train the profile-guided build
+SHIPPED_SMALL = sorted((Path(__file__).parent.parent / "scripts" / "pgo").glob("*.toml"))
+
+
+def _only_numasim_errors(call):
+    """Run call(); True if it succeeded, False on a NumasimError other than InternalError."""
+    try:
+        call()
+        return True
+    except numasim.InternalError as exc:
+        pytest.fail(f"engine bug: {exc}")
+    except numasim.NumasimError:
+        return False
+    except BaseException as exc:  # PanicException derives from BaseException
+        pytest.fail(f"{type(exc).__name__} escaped: {exc}")
+
+
+def test_mutated_shipped_scenarios_never_escape_as_bugs():
+    """2000 seeded mutations of every shipped scenario (experiments and PGO training runs):
+    resolving each gives a result or a NumasimError, never an InternalError (a caught panic)
+    or a Python exception. A validation rule that lets a bad value through to an engine
+    assertion fails here."""
+    import random
+    from numasim.scenario import to_toml
+    seeds = _shipped_scenarios()
+    rng = random.Random(20261124)
+    resolved = 0
+    for i in range(2000):
+        s = _mutate(rng.choice(seeds), rng, numbers_only=i % 2 == 0)
+        text = to_toml(s)
+        resolved += _only_numasim_errors(lambda: _engine.resolve(text))
+    assert 0 < resolved < 2000, f"{resolved} of 2000 mutations resolved: the mutator is broken"
+
+
+def test_mutated_small_scenarios_run_or_fail_cleanly():
+    """Numeric mutations of the small training scenarios that still resolve also run (0.3 s of
+    simulated time) without an engine bug: in-range values the validator accepts must be
+    values the engine can simulate."""
+    import random
+    import tomllib
+    from numasim.scenario import to_toml
+    seeds = [tomllib.loads(p.read_text()) for p in SHIPPED_SMALL]
+    assert seeds, "scripts/pgo/*.toml missing"
+    rng = random.Random(7)
+    ran = 0
+    for _ in range(40):
+        s = _mutate(rng.choice(seeds), rng, numbers_only=True)
+        if not isinstance(s.get("run"), dict):
+            s["run"] = {}
+        s["run"]["max_sim_s"] = 0.3
+        text = to_toml(s)
+        if not _only_numasim_errors(lambda: _engine.resolve(text)):
+            continue
+        if _engine.estimate_host_bytes(text) > 2 << 30:
+            continue
+        ran += _only_numasim_errors(lambda: _engine.run(text))
+    assert ran >= 10, f"only {ran} mutated scenarios ran"
