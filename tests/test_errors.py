@@ -1,11 +1,16 @@
 """Bad scenarios raise ScenarioError with loc/kind/msg; never a PanicException."""
 
+import copy
+import random
+import tomllib
 from pathlib import Path
 
 import pytest
 
 import numasim
 from numasim import _engine
+from numasim.experiments import registry
+from numasim.scenario import to_toml
 
 from conftest import BAD, SMALL_NUMA02, expectation
 
@@ -101,7 +106,6 @@ def _leaf_paths(node, path=()):
 
 def _mutate(scenario: dict, rng, numbers_only: bool) -> dict:
     """One or two edits: delete a key, scale or shift a number, or put an odd value anywhere."""
-    import copy
     s = copy.deepcopy(scenario)
     for _ in range(rng.choice([1, 1, 2])):
         paths = list(_leaf_paths(s))
@@ -134,10 +138,12 @@ def _get(node, path):
 
 
 def _shipped_scenarios() -> list:
-    import tomllib
-    from numasim.experiments import registry
     out = [tomllib.loads(t) for name in registry.names() for t in registry.get(name).scenarios().values()]
-    return out + [tomllib.loads(p.read_text()) for p in SHIPPED_SMALL]
+    return out + _small_scenarios()
+
+
+def _small_scenarios() -> list:
+    return [tomllib.loads(p.read_text()) for p in SHIPPED_SMALL]
 
 
 # the small scenarios that train the profile-guided build
@@ -162,8 +168,6 @@ def test_mutated_shipped_scenarios_never_escape_as_bugs():
     resolving each gives a result or a NumasimError, never an InternalError (a caught panic)
     or a Python exception. A validation rule that lets a bad value through to an engine
     assertion fails here."""
-    import random
-    from numasim.scenario import to_toml
     seeds = _shipped_scenarios()
     rng = random.Random(20261124)
     resolved = 0
@@ -178,10 +182,7 @@ def test_mutated_small_scenarios_run_or_fail_cleanly():
     """Numeric mutations of the small training scenarios that still resolve also run (0.3 s of
     simulated time) without an engine bug: in-range values the validator accepts must be
     values the engine can simulate."""
-    import random
-    import tomllib
-    from numasim.scenario import to_toml
-    seeds = [tomllib.loads(p.read_text()) for p in SHIPPED_SMALL]
+    seeds = _small_scenarios()
     assert seeds, "scripts/pgo/*.toml missing"
     rng = random.Random(7)
     ran = 0
