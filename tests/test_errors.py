@@ -2,7 +2,6 @@
 
 import copy
 import random
-import tomllib
 from pathlib import Path
 
 import pytest
@@ -10,7 +9,7 @@ import pytest
 import numasim
 from numasim import _engine
 from numasim.experiments import registry
-from numasim.scenario import to_toml
+from numasim.scenario import to_toml, tomllib
 
 from conftest import BAD, SMALL_NUMA02, expectation
 
