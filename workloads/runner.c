@@ -5,7 +5,8 @@
  * and every interval_ms prints /proc/vmstat, the /proc/interrupts TLB line and the per-node
  * anonymous pages of every workload process (numa_maps). Output lines (all "@nsw "):
  *   begin, settings, vmstat phase=begin|end (every counter), v (sampled counters), irq,
- *   mem, start, exit (rusage), timeout, end. */
+ *   mem, task (a thread's NUMA-balancing state from /proc/PID/task/TID/sched), start,
+ *   exit (rusage), timeout, end. */
 #include "nsw.h"
 
 #include <dirent.h>
@@ -198,6 +199,151 @@ static int stat_fields(pid_t pid, pid_t *ppid, int *threads)
 	return state == 'Z' ? -1 : 0;
 }
 
+/* One thread's NUMA-balancing state, from /proc/PID/task/TID/sched (CONFIG_SCHED_DEBUG) and
+ * the CPU it last ran on (/proc/PID/task/TID/stat field 39). */
+struct task_numa {
+	int tid, cpu, node, pref, grp;
+	long seq, migrated, faults, nr_migrations;
+	double last_emit;
+};
+
+#define MAX_TASKS 512
+static struct task_numa tasks_seen[MAX_TASKS];
+static int ntasks_seen;
+
+static long sched_field(const char *text, const char *name)
+{
+	const char *p = strstr(text, name);
+	if (!p)
+		return -1;
+	p = strchr(p, ':');
+	return p ? atol(p + 1) : -1;
+}
+
+static int task_cpu_of(pid_t pid, int tid, char *state)
+{
+	char path[96], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", pid, tid);
+	if (read_file(path, buf, sizeof(buf)) <= 0)
+		return -1;
+	char *r = strrchr(buf, ')');
+	if (!r || !r[1] || !r[2])
+		return -1;
+	*state = r[2];
+	/* after ") ": field 3 (state) ... field 39 (processor) is the 37th token */
+	char *save, *tok = strtok_r(r + 2, " ", &save);
+	for (int i = 3; tok && i < 39; i++)
+		tok = strtok_r(NULL, " ", &save);
+	return tok ? atoi(tok) : -1;
+}
+
+static struct task_numa *task_slot(int tid)
+{
+	for (int i = 0; i < ntasks_seen; i++)
+		if (tasks_seen[i].tid == tid)
+			return &tasks_seen[i];
+	if (ntasks_seen == MAX_TASKS)
+		return NULL;
+	struct task_numa *s = &tasks_seen[ntasks_seen++];
+	memset(s, 0, sizeof(*s));
+	s->tid = tid;
+	s->node = s->pref = s->grp = -2;
+	s->seq = -2;
+	s->last_emit = -1e9;
+	return s;
+}
+
+/* Every thread of process `pid`: a "task" line when its node, preferred node, group or the
+ * mm's scan sequence changed, and at least once a second. */
+static void emit_tasks(double t, int w, pid_t pid)
+{
+	static char buf[1 << 14];
+	char path[96];
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		char *end;
+		long tid = strtol(e->d_name, &end, 10);
+		if (*end || tid <= 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%ld/sched", pid, tid);
+		if (read_file(path, buf, sizeof(buf)) <= 0)
+			continue;
+		struct task_numa now = {.tid = (int)tid};
+		now.seq = sched_field(buf, "mm->numa_scan_seq");
+		now.pref = (int)sched_field(buf, "numa_preferred_nid");
+		now.migrated = sched_field(buf, "numa_pages_migrated");
+		now.faults = sched_field(buf, "total_numa_faults");
+		now.nr_migrations = sched_field(buf, "se.nr_migrations");
+		const char *cn = strstr(buf, "current_node=");
+		now.node = cn ? atoi(cn + 13) : -1;
+		const char *g = strstr(buf, "numa_group_id=");
+		now.grp = g ? atoi(g + 14) : -1;
+		char state = '?';
+		now.cpu = task_cpu_of(pid, (int)tid, &state);
+		struct task_numa *s = task_slot((int)tid);
+		if (!s)
+			continue;
+		if (now.node == s->node && now.pref == s->pref && now.grp == s->grp && now.seq == s->seq && t - s->last_emit < 1.0)
+			continue;
+		emit("task t=%.3f w=%d pid=%d tid=%ld state=%c cpu=%d node=%d pref=%d grp=%d seq=%ld migrated=%ld faults=%ld nr_migrations=%ld",
+		     t, w, pid, tid, state, now.cpu, now.node, now.pref, now.grp, now.seq, now.migrated, now.faults, now.nr_migrations);
+		now.last_emit = t;
+		*s = now;
+	}
+	closedir(d);
+}
+
+/* The process's address space once, a second after it started: each VMA of /proc/PID/maps
+ * (range, permissions, name) with its resident pages per node from numa_maps, so that the
+ * simulator's process image can be compared with the real one. */
+#define MAX_MAPPED 256
+static pid_t mapped[MAX_MAPPED];
+static int nmapped;
+
+static void emit_maps(double t, int w, pid_t pid)
+{
+	for (int i = 0; i < nmapped; i++)
+		if (mapped[i] == pid)
+			return;
+	if (nmapped == MAX_MAPPED)
+		return;
+	mapped[nmapped++] = pid;
+	static char maps[1 << 16], nmaps[1 << 17];
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	if (read_file(path, maps, sizeof(maps)) <= 0)
+		return;
+	snprintf(path, sizeof(path), "/proc/%d/numa_maps", pid);
+	if (read_file(path, nmaps, sizeof(nmaps)) <= 0)
+		nmaps[0] = 0;
+	char *nsave = NULL, *nline = strtok_r(nmaps, "\n", &nsave);
+	char *save = NULL;
+	for (char *line = strtok_r(maps, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		unsigned long a, b;
+		char perm[8] = "", name[128] = "";
+		if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %127s", &a, &b, perm, name) < 3)
+			continue;
+		/* numa_maps has one line per VMA, in the same order, starting with the address */
+		char nodes[256] = "";
+		while (nline && strtoul(nline, NULL, 16) < a)
+			nline = strtok_r(NULL, "\n", &nsave);
+		if (nline && strtoul(nline, NULL, 16) == a) {
+			int n = 0;
+			for (char *q = strstr(nline, " N"); q; q = strstr(q + 1, " N")) {
+				int node;
+				long pages;
+				if (sscanf(q, " N%d=%ld", &node, &pages) == 2 && n < (int)sizeof(nodes) - 32)
+					n += snprintf(nodes + n, sizeof(nodes) - n, " n%d=%ld", node, pages);
+			}
+		}
+		emit("vma t=%.3f w=%d pid=%d start=%lx kib=%lu perm=%s name=%s%s", t, w, pid, a, (b - a) >> 10, perm, name[0] ? name : "-", nodes);
+	}
+}
+
 static void emit_all_mem(double t)
 {
 	/* every workload process and its direct children (numa01 forks, pmbench processes) */
@@ -221,6 +367,9 @@ static void emit_all_mem(double t)
 				if (ws[i].pid == pid && threads > ws[i].threads)
 					ws[i].threads = threads;
 				emit_mem(t, i, (pid_t)pid);
+				emit_tasks(t, i, (pid_t)pid);
+				if (t - ws[i].t_start >= 1.0)
+					emit_maps(t, i, (pid_t)pid);
 				break;
 			}
 		}
@@ -282,6 +431,8 @@ static void reap(double t)
 	}
 }
 
+static void on_sigchld(int sig) { (void)sig; }
+
 int main_run(int argc, char **argv)
 {
 	if (argc < 1)
@@ -293,6 +444,8 @@ int main_run(int argc, char **argv)
 	double max_s = arg_double(&a, "max_s", 600);
 	args_done(&a, "run");
 	unsetenv("NSW_W");
+	struct sigaction sa = {.sa_handler = on_sigchld}; /* no SA_RESTART: interrupts nanosleep */
+	sigaction(SIGCHLD, &sa, NULL);
 	parse_spec(spec);
 	if (!nw)
 		die("run: %s has no workload", spec);
@@ -308,7 +461,9 @@ int main_run(int argc, char **argv)
 	char eb[64];
 	snprintf(eb, sizeof(eb), "%.9f", epoch);
 	setenv("NSW_EPOCH", eb, 1);
-	emit("begin release=%s nodes=%d cpus=%d workloads=%d interval_ms=%ld", u.release, nr_nodes(), cpus, nw, interval_ms);
+	/* epoch: CLOCK_MONOTONIC at t=0, so that trace timestamps (trace_clock mono) line up */
+	emit("begin release=%s nodes=%d cpus=%d workloads=%d interval_ms=%ld epoch=%.6f", u.release, nr_nodes(), cpus, nw, interval_ms,
+	     epoch);
 	emit_settings();
 	emit_vmstat_all("begin", 0.0);
 	emit_sample(0.0);
@@ -347,8 +502,14 @@ int main_run(int argc, char **argv)
 		for (int i = 0; i < nw; i++)
 			if (!ws[i].started && ws[i].start_s < wake)
 				wake = ws[i].start_s;
+		/* Sleep to the next sample or start; a child's exit (SIGCHLD) ends the sleep early.
+		 * Waking seldom matters: each wake-up preempts a workload thread on a busy machine,
+		 * and the scheduler's reaction moves threads that the simulator never sees move. */
 		double dt = wake - (now_s() - epoch);
-		sleep_s(dt > 0.01 ? 0.01 : (dt > 0 ? dt : 0.001)); /* poll exits every 10 ms at most */
+		if (dt > 0) {
+			struct timespec ts = {(time_t)dt, (long)((dt - (time_t)dt) * 1e9)};
+			nanosleep(&ts, NULL);
+		}
 	}
 	double t_end = 0;
 	for (int i = 0; i < nw; i++)

@@ -46,11 +46,13 @@ def parse_console(text: str) -> dict:
     "vmstat_end": {...}, "samples": [{t, counters}], "irq": [(t, [per cpu])],
     "mem": [(t, w, pid, [pages per node])], "starts": {w: {...}}, "exits": {w: {...}},
     "calls": [...], "workload_lines": [...], "errors": [...], "warnings": [...],
+    "tasks": [{t, w, pid, tid, cpu, node, pref, grp, seq, ...}], "trace": [{ts, event, ...}],
+    "skipvma": {reason: n}, "vmas": [{t, w, pid, start, kib, perm, name, n0, n1, ...}],
     "timeout": {...} | None, "end": {...} | None, "panic": str | None, "done": {...} | None}."""
     out = {"boot": {}, "begin": None, "settings": {}, "vmstat_begin": None, "vmstat_end": None,
            "samples": [], "irq": [], "mem": [], "starts": {}, "exits": {}, "calls": [],
            "workload_lines": [], "errors": [], "warnings": [], "timeout": None, "end": None,
-           "panic": None, "done": None, "skipped": 0}
+           "panic": None, "done": None, "skipped": 0, "tasks": [], "trace": [], "skipvma": {}, "vmas": []}
     for raw in text.splitlines():
         line = raw.rstrip("\r")
         if out["panic"] is None and ("Kernel panic" in line or "BUG: kernel NULL" in line):
@@ -96,6 +98,20 @@ def parse_console(text: str) -> dict:
                 out["skipped"] += 1
                 continue
             out["mem"].append((float(f["t"]), int(f["w"]), int(f["pid"]), [int(v) for _, v in nodes]))
+        elif tag == "task":
+            if not all(isinstance(f.get(k), (int, float)) for k in ("t", "pid", "tid", "node")):
+                out["skipped"] += 1
+                continue
+            out["tasks"].append(f)
+        elif tag == "trace":
+            if not isinstance(f.get("ts"), (int, float)) or "event" not in f:
+                out["skipped"] += 1
+                continue
+            out["trace"].append(f)
+        elif tag == "vma":
+            out["vmas"].append(f)
+        elif tag == "skipvma":
+            out["skipvma"][str(f.get("reason"))] = int(f.get("n", 0))
         elif tag == "start":
             out["starts"][int(f["w"])] = f
         elif tag == "exit":
@@ -196,13 +212,17 @@ def build_result(p: dict, scenario: dict, source: dict, seed=None) -> Result:
         source = {**source, "warnings": list(source.get("warnings", [])) + [
             f"{len(failed)} of {len(p['calls'])} {failed[0]['call']} calls failed "
             f"(first: errno {failed[0].get('errno')} at t={failed[0].get('t')} s)"]}
+    tasks_series, scan_seq = task_series(p)
     elapsed = float(p["end"].get("elapsed_s", 0))
     raw = {
         "source": source,
         "completed": bool(p["end"].get("completed", 1)) and p["timeout"] is None,
         "counters": counters,
         "times": {"elapsed_s": elapsed, "system_s": system, "user_s": user},
-        "series": {"vmstat": series, "memory": memory},
+        "series": {"vmstat": series, "memory": memory, "tasks": tasks_series, "scan_seq": scan_seq},
+        "numa_events": numa_events(p, scenario),
+        "skip_vma": p.get("skipvma", {}),
+        "vmas": p.get("vmas", []),
         "interrupts": interrupts,
         "processes": processes,
         "syscalls": p["calls"],
@@ -211,3 +231,45 @@ def build_result(p: dict, scenario: dict, source: dict, seed=None) -> Result:
         "seed": seed if seed is not None else scenario.get("seed"),
     }
     return Result(json.dumps(raw, indent=1, sort_keys=True))
+
+
+def task_series(p: dict):
+    """series.tasks (time_s, tid, pid, cpu_node, preferred_nid) and series.scan_seq (time_s,
+    pid, seq: the mm's numa_scan_seq) from the runner's `task` lines, in the simulator's
+    columns. The runner prints a thread when something changed and at least once a second."""
+    tasks = {"time_s": [], "tid": [], "pid": [], "cpu_node": [], "preferred_nid": []}
+    seq = {"time_s": [], "pid": [], "seq": []}
+    last_seq = {}
+    for r in p.get("tasks", []):
+        t = round(float(r["t"]), 6)
+        tasks["time_s"].append(t)
+        tasks["tid"].append(int(r["tid"]))
+        tasks["pid"].append(int(r["pid"]))
+        tasks["cpu_node"].append(int(r["node"]))
+        tasks["preferred_nid"].append(int(r.get("pref", -1)))
+        sq = r.get("seq")
+        if isinstance(sq, int) and sq >= 0 and last_seq.get(r["pid"]) != sq:
+            last_seq[r["pid"]] = sq
+            seq["time_s"].append(t)
+            seq["pid"].append(int(r["pid"]))
+            seq["seq"].append(sq)
+    return tasks, seq
+
+
+def numa_events(p: dict, scenario: dict) -> list:
+    """The NUMA-balancing tracepoints of the run, with times from the runner's start:
+    move_numa / swap_numa / stick_numa (task_numa_migrate's decisions) and migrate_task (every
+    move of a workload thread, the load balancer's included), nodes filled in for the latter."""
+    epoch = (p.get("begin") or {}).get("epoch")
+    if not isinstance(epoch, (int, float)):
+        return []
+    cpu_node = ((scenario.get("machine") or {}).get("topology") or {}).get("cpu_node") or []
+    out = []
+    for r in p.get("trace", []):
+        e = {k: v for k, v in r.items() if k != "ts"}
+        e["t"] = round(float(r["ts"]) - epoch, 6)
+        if e["event"] == "migrate_task":
+            node = lambda c: cpu_node[c] if isinstance(c, int) and 0 <= c < len(cpu_node) else -1  # noqa: E731
+            e["src_nid"], e["dst_nid"] = node(e.get("orig_cpu")), node(e.get("dest_cpu"))
+        out.append(e)
+    return out

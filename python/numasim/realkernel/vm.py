@@ -60,8 +60,44 @@ for s in $MTHP; do
     [ -e $f ] && put $f ${s#*:}
 done
 put /proc/sys/kernel/numa_balancing $NUMA_BALANCING
+# NUMA-balancing tracepoints (what the kernel decided): task moves, swaps and refusals, VMA
+# skips (6.7+, counted by reason), scheduler migrations of the workloads' threads, and a kprobe
+# on task_numa_fault that records the hint faults whose migration failed (TNF_MIGRATE_FAIL)
+T=/sys/kernel/tracing
+mount -t tracefs tracefs $T 2>/dev/null || T=/sys/kernel/debug/tracing
+if [ -d $T/events/sched ]; then
+    echo mono > $T/trace_clock 2>/dev/null
+    echo 2048 > $T/buffer_size_kb 2>/dev/null
+    for e in sched_move_numa sched_swap_numa sched_stick_numa sched_skip_vma_numa sched_migrate_task; do
+        [ -e $T/events/sched/$e/enable ] && echo 1 > $T/events/sched/$e/enable
+    done
+    [ -e $T/events/sched/sched_migrate_task/filter ] && echo "$WORKLOAD_COMMS" > $T/events/sched/sched_migrate_task/filter
+    if echo 'p:numa_fault_fail task_numa_fault last_cpupid=%di:s32 mem_node=%si:s32 pages=%dx:s32 flags=%cx:u32' >> $T/kprobe_events 2>/dev/null; then
+        echo 'flags & 16' > $T/events/kprobes/numa_fault_fail/filter
+        echo 1 > $T/events/kprobes/numa_fault_fail/enable
+    else
+        echo "@nsw warn missing=kprobe_task_numa_fault"
+    fi
+else
+    echo "@nsw warn missing=tracefs"
+fi
 /bin/numaw run /scenario.txt interval_ms=$INTERVAL_MS max_s=$MAX_S
-echo "@nsw done rc=$?"
+rc=$?
+if [ -d $T/events/sched ]; then
+    echo 0 > $T/tracing_on
+    awk '/^#/ {next}
+         /: [a-z_]+: / {
+             if (!match($0, / [0-9]+\.[0-9]+: [a-z_]+: /)) next
+             head = substr($0, RSTART + 1, RLENGTH - 3); split(head, h, ": ")
+             ts = h[1]; ev = h[2]; sub(/^sched_/, "", ev)
+             rest = substr($0, RSTART + RLENGTH); sub(/^\([^)]*\) */, "", rest)
+             task = $1; sub(/.*-/, "", task)
+             if (ev == "skip_vma_numa") { r = rest; sub(/.*reason=/, "", r); sub(/ .*/, "", r); skip[r]++ }
+             n++; if (n > 6000) next
+             print "@nsw trace ts=" ts " task=" task " event=" ev " " rest }
+         END { for (r in skip) print "@nsw skipvma reason=" r " n=" skip[r]; if (n > 6000) print "@nsw warn trace_lines_dropped=" n - 6000 }' $T/trace
+fi
+echo "@nsw done rc=$rc"
 poweroff -f
 """
 
@@ -93,7 +129,14 @@ def busybox_path() -> Path:
     raise RealKernelError("no static busybox found (Debian package busybox-static); " + SETUP_HINT)
 
 
-def config_text(settings: dict, interval_ms: int, max_s: float) -> str:
+def trace_filter(spec_lines: list) -> str:
+    """ftrace filter of sched_migrate_task: the workloads' threads, by comm (numaw names each
+    process after its kind; the kernel keeps 15 characters)."""
+    kinds = sorted({ln.split()[0][:15] for ln in spec_lines if ln.strip() and not ln.lstrip().startswith("#")})
+    return " || ".join(f'comm == "{k}"' for k in kinds) or "pid == 0"
+
+
+def config_text(settings: dict, interval_ms: int, max_s: float, comms: str = "pid == 0") -> str:
     mthp = " ".join(f"{kb}:{v}" for kb, v in sorted(settings.get("mthp", {}).items()))
     lines = {
         "NUMA_BALANCING": settings["numa_balancing"],
@@ -105,6 +148,7 @@ def config_text(settings: dict, interval_ms: int, max_s: float) -> str:
         "MTHP": f'"{mthp}"',
         "INTERVAL_MS": int(interval_ms),
         "MAX_S": f"{max_s:.1f}",
+        "WORKLOAD_COMMS": "'" + comms.replace("'", "") + "'",
     }
     return "".join(f"{k}={v}\n" for k, v in lines.items())
 
@@ -124,7 +168,7 @@ def build_initramfs(out: Path, spec_lines: list, settings: dict, interval_ms: in
         os.symlink("busybox", root / "bin" / "sh")
         (root / "init").write_text(INIT)
         (root / "init").chmod(0o755)
-        (root / "config").write_text(config_text(settings, interval_ms, max_s))
+        (root / "config").write_text(config_text(settings, interval_ms, max_s, trace_filter(spec_lines)))
         (root / "scenario.txt").write_text("\n".join(spec_lines) + "\n")
         names = []
         for dirpath, dirnames, filenames in os.walk(root):
