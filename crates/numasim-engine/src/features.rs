@@ -49,8 +49,6 @@ features! {
         "at most 128 MiB migrated to a node per 100 ms window; beyond it the migration fails"),
     NumaScanGroupScale = ("numa-scan-group-scale", "4.14", "", "b5dd77c8bdad", true, true,
         "task_scan_max and task_scan_start grow with the numa_group's size and its share of shared faults"),
-    VmaNumabState = ("vma-numab-state", "6.4", "", "spec 1.5-1.6", true, true,
-        "per-VMA scan delay and PID-activity filter in task_numa_work (vma_is_accessed)"),
     TlbLazyCpumask = ("tlb-lazy-cpumask", "6.14", "", "spec 7.2 (x86/mm/tlb: Update mm_cpumask lazily)", true, false,
         "mm_cpumask bits survive a switch to another mm; stale CPUs are trimmed by one flush IPI per second"),
     NumaDropSavedwrite = ("numa-drop-savedwrite", "6.3", "", "6a56ccbcf6c6", true, true,

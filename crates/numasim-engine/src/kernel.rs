@@ -90,6 +90,10 @@ pub struct Kernel {
     pub mthp_stats: [[u64; 2]; 10],
     /// NUMA migrations of each large folio ever migrated, by (mm, vma, head).
     pub folio_migrations: std::collections::HashMap<(usize, usize, u64), u32>,
+    /// The scheduler's NUMA tracepoints (trace.rs).
+    pub trace: crate::trace::TraceLog,
+    /// Per CPU, the base folios waiting in its LRU add batch (mm/swap.rs).
+    pub lru_add: Vec<Vec<crate::mm::rmap::PageRef>>,
 }
 
 impl Kernel {
@@ -147,6 +151,8 @@ impl Kernel {
             numa_sd: Default::default(),
             mthp_stats: [[0; 2]; 10],
             folio_migrations: Default::default(),
+            trace: Default::default(),
+            lru_add: vec![Vec::new(); s.machine.topology.nr_cpus()],
         }
     }
 
@@ -164,6 +170,12 @@ impl Kernel {
 
     pub fn feature(&self, f: Feature) -> bool {
         self.cfg.features.on(f)
+    }
+
+    /// The variant of every mechanism this kernel runs (variants.rs).
+    #[inline]
+    pub fn variants(&self) -> &crate::variants::Variants {
+        &self.cfg.variants
     }
 
     pub fn numa_balancing(&self) -> bool {

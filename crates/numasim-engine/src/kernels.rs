@@ -1,11 +1,14 @@
 //! Kernel version profiles: the feature set of a mainline release, from each feature's
-//! `since`/`until` in the feature table. A scenario starts from `[kernel] version` and may flip
-//! single features on top.
+//! `since`/`until` in the feature table, and the variant of every mechanism (variants.rs): the
+//! newest one released at or before it. A scenario starts from `[kernel] version` and may flip
+//! single features or pick other variants on top.
 
 use crate::features::{Feature, FeatureSet};
+use crate::variants::Variants;
 
-/// The versions a scenario may name (docs/model.md has them as a table).
-pub const KERNEL_VERSIONS: &[&str] = &["3.19", "4.0-rc4", "4.0", "4.9", "5.12", "5.13", "6.1", "6.3", "6.4", "6.9", "6.10", "6.12", "6.14"];
+/// The versions a scenario may name (docs/model.md has them as a table): every release a
+/// shipped experiment names, the releases Debian ships (6.1, 6.12, 7.3) and 6.6.
+pub const KERNEL_VERSIONS: &[&str] = &["3.19", "4.0-rc4", "4.0", "4.9", "5.12", "5.13", "6.1", "6.3", "6.4", "6.6", "6.9", "6.10", "6.12", "6.14", "7.3"];
 
 /// The version whose feature set is the engine's default.
 pub const DEFAULT_VERSION: &str = "6.12";
@@ -46,6 +49,15 @@ pub fn kernel_features(version: &str) -> Option<FeatureSet> {
     }
     let v = version_key(version)?;
     Some(FeatureSet::from_fn(|f| in_release(f, v)))
+}
+
+/// The variant of every mechanism in release `version`: the newest released at or before it.
+pub fn kernel_variants(version: &str) -> Option<Variants> {
+    if !KERNEL_VERSIONS.contains(&version) {
+        return None;
+    }
+    let v = version_key(version)?;
+    Some(Variants::from_fn(|_, m| m.variants.iter().rposition(|x| version_key(x.since).is_none_or(|s| s <= v)).unwrap_or(0)))
 }
 
 #[cfg(test)]

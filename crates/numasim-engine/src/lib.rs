@@ -21,6 +21,8 @@ pub mod simulation;
 #[cfg(test)]
 pub mod testutil;
 pub mod topology;
+pub mod trace;
+pub mod variants;
 pub mod vmstat;
 pub mod workload;
 

@@ -20,6 +20,8 @@ pub struct Samples {
     /// (sample index, pid, bucket, node, pages): where each process's address space lives,
     /// its mapped pages (VMAs in address order) cut into PLACEMENT_BUCKETS equal ranges.
     pub placement: Vec<(usize, u32, u16, u8, u64)>,
+    /// (sample index, pid, mm->numa_scan_seq), when a process's pass count changed.
+    pub scan_seq: Vec<(usize, u32, u32)>,
 }
 
 /// Address ranges of the page-placement map.
@@ -64,6 +66,10 @@ impl Samples {
         for m in k.mms.iter().filter(|m| m.users > 0) {
             for n in 0..k.topo.nr_nodes {
                 self.memory.push((i, m.tgid, n, m.node_pages[n]));
+            }
+            let last = self.scan_seq.iter().rev().find(|r| r.1 == m.tgid).map(|r| r.2);
+            if last != Some(m.numa_scan_seq) {
+                self.scan_seq.push((i, m.tgid, m.numa_scan_seq));
             }
         }
     }
@@ -140,6 +146,7 @@ pub struct RunResult {
     pub mthp: Vec<(String, u64, u64)>,
     pub folios: FolioMigrations,
     pub kvm: Vec<KvmResult>,
+    pub trace: crate::trace::TraceLog,
 }
 
 /// One VM of a run.
@@ -271,6 +278,7 @@ impl RunResult {
                 .iter()
                 .map(|v| KvmResult { pid: k.mms[v.mm].tgid, vcpus: v.vcpus.len(), scan_passes: v.scan_passes(k), running_scan_passes: v.running_scan_passes(k), stats: v.stats.clone() })
                 .collect(),
+            trace: k.trace.clone(),
         }
     }
 
@@ -301,6 +309,18 @@ impl RunResult {
             "cpu_node": ts.iter().map(|r| r.3).collect::<Vec<_>>(),
             "preferred_nid": ts.iter().map(|r| r.4).collect::<Vec<_>>(),
         });
+        let sq = &self.samples.scan_seq;
+        let scan_seq = json!({
+            "time_s": sq.iter().map(|r| times[r.0]).collect::<Vec<_>>(),
+            "pid": sq.iter().map(|r| r.1).collect::<Vec<_>>(),
+            "seq": sq.iter().map(|r| r.2).collect::<Vec<_>>(),
+        });
+        let numa_events: Vec<Value> = self
+            .trace
+            .events
+            .iter()
+            .map(|e| json!({"t": e.t_ns as f64 / 1e9, "event": e.event, "pid": e.pid, "tgid": e.tgid, "src_nid": e.src_nid, "dst_nid": e.dst_nid, "dst_pid": e.dst_pid}))
+            .collect();
         let pl = &self.samples.placement;
         let placement = json!({
             "buckets": PLACEMENT_BUCKETS,
@@ -332,7 +352,11 @@ impl RunResult {
             "processes": processes,
             "tasks": self.tasks.iter().map(|t| json!({"pid": t.pid, "tgid": t.tgid, "node": t.node, "preferred_nid": t.preferred_nid,
                                                       "numa_group": t.numa_group, "mem_node": t.mem_node})).collect::<Vec<_>>(),
-            "series": {"vmstat": vmstat, "memory": memory, "tasks": tasks_series, "placement": placement},
+            "series": {"vmstat": vmstat, "memory": memory, "tasks": tasks_series, "placement": placement, "scan_seq": scan_seq},
+            "numa_events": numa_events,
+            "numa_events_dropped": self.trace.dropped,
+            "skip_vma": crate::sched::numa::scan_vma::NumaVmaSkip::ALL.iter().filter(|r| self.trace.skip_vma[**r as usize] > 0)
+                .map(|r| (r.name().to_string(), json!(self.trace.skip_vma[*r as usize]))).collect::<Map<String, Value>>(),
             "mthp": self.mthp.iter().map(|(size, a, f)| (format!("hugepages-{size}"), json!({"anon_fault_alloc": a, "anon_fault_fallback": f}))).collect::<Map<String, Value>>(),
             "folio_migrations": {"folios": self.folios.folios, "migrations": self.folios.migrations, "max": self.folios.max,
                                  "hist_min": (0..self.folios.hist.len()).map(|b| 1u64 << b).collect::<Vec<_>>(), "hist": self.folios.hist},

@@ -360,10 +360,12 @@ fn run_or_refuse(text: &str) -> Option<bool> {
 }
 
 /// kernel/sched/fair.c: task_numa_migrate with numa_group — on 2 nodes numa01's two processes
-/// converge: each process's threads end on one node, each on a different node.
+/// converge: each process's threads end on one node, each on a different node. (On 6.1: from
+/// 6.10 the scanner protects the folios waiting in LRU add batches, whose isolation then fails,
+/// and every thread that meets one scans ever slower; see docs/model.md.)
 #[test]
 fn numa01_processes_converge_on_separate_nodes() {
-    let r = run_toml(&workload("numa01", true));
+    let r = run_toml(&workload("numa01", true).replace("[kernel]\n", "[kernel]\nversion = \"6.1\"\n"));
     let mut nodes_of: std::collections::BTreeMap<u32, std::collections::BTreeSet<usize>> = Default::default();
     for t in r.tasks.iter().filter(|t| t.tgid != t.pid) {
         nodes_of.entry(t.tgid).or_default().insert(t.node);
@@ -397,7 +399,9 @@ fn preserving_the_write_bit_saves_write_faults() {
 }
 
 /// The validation workload: buffer first-touched on node 0, streamed from node 1. With
-/// balancing every page ends on node 1 (each migrated once); without, none moves. With
+/// balancing every page ends on node 1 (each migrated once) but the last ones the main thread
+/// touched: its CPU's LRU add batch (mm/swap.c, 31 folios on 6.12) still holds them, so their
+/// isolation fails every pass; without balancing, none moves. With
 /// MADV_NOHUGEPAGE no THP is allocated even with THP "always"; with MADV_HUGEPAGE the buffer is
 /// PMD-mapped and scanned as 2 MiB units.
 #[test]
@@ -410,14 +414,15 @@ fn remote_toucher_pulls_buffer_to_the_run_node() {
     };
     let last_on_node = |r: &RunResult, node: usize| r.samples.memory.iter().filter(|m| m.2 == node).map(|m| (m.0, m.3)).max().map_or(0, |m| m.1);
     let on = run_toml(&sc(true, "never", "none"));
-    assert_eq!(on.counter("numa_pages_migrated"), 32 * 256, "every page moves once");
+    let batched = 32 * 256 % 31;
+    assert_eq!(on.counter("numa_pages_migrated"), 32 * 256 - batched, "every page moves once, but the batched ones");
     let off = run_toml(&sc(false, "never", "none"));
     assert_eq!(off.counter("numa_pages_migrated"), 0);
     assert_eq!(off.counter("numa_hint_faults"), 0);
     assert!(last_on_node(&on, 1) > last_on_node(&off, 1));
     let last = on.samples.placement.iter().map(|p| p.0).max().expect("placement map sampled");
     let on_node1: u64 = on.samples.placement.iter().filter(|p| p.0 == last && p.3 == 1).map(|p| p.4).sum();
-    assert_eq!(on_node1, 32 * 256, "the map shows the whole buffer on node 1");
+    assert_eq!(on_node1, 32 * 256 - batched, "the map shows the buffer on node 1");
     assert!(on.samples.tasks.iter().any(|t| t.4 == 1), "workers prefer node 1");
     let nohuge = run_toml(&sc(true, "always", "nohugepage"));
     assert_eq!(nohuge.counter("thp_fault_alloc"), 0);

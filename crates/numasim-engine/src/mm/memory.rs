@@ -62,6 +62,7 @@ impl Kernel {
         let m = &mut self.mms[mm];
         m.vmas[vma].pt.populate_folio(head, order, node, PTE_WRITE | PTE_DIRTY, order == HPAGE_PMD_ORDER);
         m.node_pages[node] += nr;
+        self.folio_add_lru(self.tasks[t].cpu, mm, vma, head, order);
         for i in head..head + nr {
             self.sampler_populated(mm, vma, i, node);
         }
@@ -186,7 +187,7 @@ impl Kernel {
         }
         let mut mem_node = nid;
         if let Some(target) = target {
-            if !self.migrate_misplaced_folio_prepare(target, nr) {
+            if !self.migrate_misplaced_folio_prepare(mm, vma, head, target, nr) {
                 flags |= TNF_MIGRATE_FAIL;
             } else {
                 if delay_map {

@@ -198,6 +198,8 @@ impl Kernel {
             self.sampler_moved(p.mm, p.vma, i, src, target);
             self.free_page(src);
         }
+        // the new folio joins the LRU through the migrating CPU's batch (migrate_folio_move)
+        self.folio_add_lru(cpu, p.mm, p.vma, head, nr.trailing_zeros() as u8);
         let m = &mut self.mms[p.mm];
         m.node_pages[src] -= nr;
         m.node_pages[target] += nr;
@@ -211,15 +213,16 @@ impl Kernel {
         }
     }
 
-    /// Checks before isolating a folio for a NUMA migration (called under the PTL in v6.11+).
-    // mm/migrate.c: migrate_misplaced_folio_prepare
-    pub fn migrate_misplaced_folio_prepare(&mut self, target: usize, nr: u64) -> bool {
-        // The folio is always on the LRU here: a fault and its migration complete within the
-        // faulting task's step, so no other fault can find it isolated.
+    /// Checks before isolating the folio at `head` for a NUMA migration (under the PTL since
+    /// v6.11): the 3.8-4.18 rate limit, free memory on the target, then folio_isolate_lru, which
+    /// fails for a folio still in a CPU's LRU add batch (mm/swap.rs). A fault and its migration
+    /// complete within the faulting task's step, so no other fault finds the folio isolated.
+    // mm/migrate.c: migrate_misplaced_folio_prepare (numamigrate_isolate_page before 6.11)
+    pub fn migrate_misplaced_folio_prepare(&mut self, mm: usize, vma: usize, head: u64, target: usize, nr: u64) -> bool {
         if self.feature(Feature::NumaMigrateRatelimit) && self.numamigrate_update_ratelimit(target, nr) {
             return false;
         }
-        self.migrate_balanced_pgdat(target, nr)
+        self.migrate_balanced_pgdat(target, nr) && self.folio_test_lru(mm, vma, head)
     }
 
     /// 3.8-4.18: at most ratelimit_pages (128 MiB) migrate to a node per 100 ms window; true

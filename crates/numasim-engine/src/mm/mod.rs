@@ -9,4 +9,5 @@ pub mod mprotect;
 pub mod page_alloc;
 pub mod pgtable;
 pub mod rmap;
+pub mod swap;
 pub mod types;

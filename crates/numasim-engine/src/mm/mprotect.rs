@@ -73,6 +73,12 @@ impl Kernel {
                     p = (head + nr).min(bend);
                     continue;
                 }
+                // up to 6.9 page_count != 1 also passes by a folio waiting in an LRU add batch
+                // (its reference); from 6.10 the test is folio_maybe_dma_pinned, which does not
+                if skip_refs && !mthp && self.mms[mm].vmas[vma].pt.lru_batched(head) {
+                    p = (head + nr).min(bend);
+                    continue;
+                }
                 let fend = (head + nr).min(bend);
                 let pt = &mut self.mms[mm].vmas[vma].pt;
                 for q in p..fend {

@@ -16,6 +16,8 @@ pub const PTE_PROTNONE: u8 = 1 << 0;
 pub const PTE_WRITE: u8 = 1 << 1;
 /// Page has been written (pte_dirty).
 pub const PTE_DIRTY: u8 = 1 << 2;
+/// The folio waits in a CPU's LRU add batch: !PageLRU, one extra reference (mm/swap.rs).
+pub const PG_LRU_BATCHED: u8 = 1 << 3;
 /// `last_cpupid` of a page that no hint fault has stamped (include/linux/mm.h: all ones).
 pub const CPUPID_UNSET: u32 = u32::MAX;
 /// Pages per PMD (HPAGE_PMD_NR): the block size of the summaries.
@@ -253,6 +255,17 @@ impl PageTable {
     pub fn make_writable(&mut self, i: u64) {
         let f = self.pages[i as usize].flags | PTE_WRITE | PTE_DIRTY;
         self.set_flags(i, f);
+    }
+
+    /// The folio at `i` waits in an LRU add batch (set) or joined the LRU (clear).
+    pub fn set_lru_batched(&mut self, i: u64, on: bool) {
+        let e = &mut self.pages[i as usize];
+        e.flags = if on { e.flags | PG_LRU_BATCHED } else { e.flags & !PG_LRU_BATCHED };
+    }
+
+    #[inline]
+    pub fn lru_batched(&self, i: u64) -> bool {
+        self.pages[i as usize].flags & PG_LRU_BATCHED != 0
     }
 
     /// The page moved to `to` (migration keeps the PTE flags given by the caller).

@@ -46,6 +46,8 @@ pub struct KernelConfig {
     pub sysctl: Sysctl,
     /// Feature name -> on/off, in the order of `features::FEATURES`.
     pub features: FeatureSet,
+    /// The variant of every mechanism (`variants::MECHANISMS`).
+    pub variants: crate::variants::Variants,
     /// Transparent huge pages and mTHP sizes.
     pub thp: crate::mm::huge_memory::ThpConfig,
 }

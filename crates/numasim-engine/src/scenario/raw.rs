@@ -54,6 +54,7 @@ pub struct RawKernel {
     pub hz: Option<i64>,
     pub sysctl: Option<RawSysctl>,
     pub features: Option<BTreeMap<String, bool>>,
+    pub variants: Option<BTreeMap<String, String>>,
     pub thp: Option<RawThp>,
 }
 

@@ -8,6 +8,7 @@ use crate::error::{Error, Result, ScenarioProblem};
 use crate::features::{FeatureSet, FEATURES};
 use crate::mm::huge_memory::{self, ThpConfig, ThpMode};
 use crate::topology::{Topology, MAX_NODES};
+use crate::variants::{mechanism_index, variant_index, Variants, MECHANISMS};
 use crate::workload;
 
 type Problems = Vec<ScenarioProblem>;
@@ -255,7 +256,7 @@ fn check_cost(c: &crate::cost::CostProfile, nodes: usize, p: &mut Problems) {
 }
 
 fn resolve_kernel(raw: Option<RawKernel>, p: &mut Problems) -> KernelConfig {
-    let raw = raw.unwrap_or(RawKernel { version: None, numa_balancing: None, hz: None, sysctl: None, features: None, thp: None });
+    let raw = raw.unwrap_or(RawKernel { version: None, numa_balancing: None, hz: None, sysctl: None, features: None, variants: None, thp: None });
     let hz = raw.hz.unwrap_or(250);
     if ![100, 250, 300, 1000].contains(&hz) {
         p.push(ScenarioProblem::new("kernel.hz", "invalid_value", format!("CONFIG_HZ must be 100, 250, 300 or 1000, got {hz}")));
@@ -280,10 +281,29 @@ fn resolve_kernel(raw: Option<RawKernel>, p: &mut Problems) -> KernelConfig {
         }
     }
     let mut features = FeatureSet::default();
+    let mut variants = Variants::default();
     if let Some(v) = &raw.version {
-        match crate::kernels::kernel_features(v) {
-            Some(f) => features = f,
-            None => p.push(ScenarioProblem::new("kernel.version", "invalid_value", format!("unknown kernel version `{v}`, expected one of {}", crate::kernels::KERNEL_VERSIONS.join(", ")))),
+        match (crate::kernels::kernel_features(v), crate::kernels::kernel_variants(v)) {
+            (Some(f), Some(m)) => (features, variants) = (f, m),
+            _ => p.push(ScenarioProblem::new("kernel.version", "invalid_value", format!("unknown kernel version `{v}`, expected one of {}", crate::kernels::KERNEL_VERSIONS.join(", ")))),
+        }
+    }
+    for (name, choice) in raw.variants.unwrap_or_default() {
+        let Some(m) = mechanism_index(&name) else {
+            let known: Vec<_> = MECHANISMS.iter().map(|m| m.name).collect();
+            p.push(ScenarioProblem::new(format!("kernel.variants.{name}"), "unknown_key", format!("unknown mechanism `{name}`, expected one of {}", known.join(", "))));
+            continue;
+        };
+        match variant_index(m, &choice) {
+            Some(i) => variants.set(m, i),
+            None => {
+                let known: Vec<_> = MECHANISMS[m].variants.iter().map(|v| v.name).collect();
+                p.push(ScenarioProblem::new(
+                    format!("kernel.variants.{name}"),
+                    "invalid_value",
+                    format!("unknown variant `{choice}` of {name}, expected one of {} (or a variant's commit id)", known.join(", ")),
+                ));
+            }
         }
     }
     for (name, on) in raw.features.unwrap_or_default() {
@@ -304,7 +324,7 @@ fn resolve_kernel(raw: Option<RawKernel>, p: &mut Problems) -> KernelConfig {
         p.push(ScenarioProblem::new("kernel.features.kvm-skip-pinned-zap", "invalid_value", "kvm-skip-pinned-zap needs mmu-notifier-range-numa = true".to_string()));
     }
     let thp = resolve_thp(raw.thp, p);
-    KernelConfig { version: raw.version, numa_balancing: raw.numa_balancing.unwrap_or(true), hz: hz.clamp(100, 1000) as u32, sysctl, features, thp }
+    KernelConfig { version: raw.version, numa_balancing: raw.numa_balancing.unwrap_or(true), hz: hz.clamp(100, 1000) as u32, sysctl, features, variants, thp }
 }
 
 fn resolve_thp(raw: Option<super::raw::RawThp>, p: &mut Problems) -> ThpConfig {

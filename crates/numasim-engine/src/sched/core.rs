@@ -12,6 +12,7 @@
 
 use crate::kernel::Kernel;
 use crate::sched::task::TaskState;
+use crate::trace::TraceKind;
 
 /// Ticks between NUMA-domain balancing passes (sd->balance_interval of a NUMA domain, ~32 ms).
 const NUMA_BALANCE_TICKS: u64 = 8;
@@ -69,7 +70,6 @@ impl Kernel {
         let node = self.find_idlest_node(t, prefer);
         let cpu = self.select_cpu_on_node(t, node).unwrap_or(0);
         let mm = self.tasks[t].mm;
-        self.mms[mm].users += 1;
         self.tasks[t].state = TaskState::Runnable;
         self.tasks[t].start_ns = self.now;
         self.tasks[t].cpu = cpu;
@@ -77,6 +77,7 @@ impl Kernel {
             self.tasks[t].policy = if self.tasks[t].policy == crate::mm::mempolicy::Mempolicy::DEFAULT { self.tasks[p].policy } else { self.tasks[t].policy };
         }
         self.init_numa_balancing(t, parent);
+        self.mms[mm].users += 1;
         self.cpus[cpu].rq.push(t);
     }
 
@@ -87,6 +88,10 @@ impl Kernel {
 
     /// Move a runnable task to `cpu` (set_task_cpu with update_scan_period).
     pub fn move_task(&mut self, t: usize, cpu: usize) {
+        if cpu != self.tasks[t].cpu {
+            let (src, dst) = (self.task_node(t), self.cpu_node(cpu));
+            self.trace_sched(TraceKind::MigrateTask, t, Some(src), Some(dst), None);
+        }
         self.update_scan_period(t, cpu);
         self.dequeue(t);
         self.tasks[t].cpu = cpu;
@@ -108,6 +113,9 @@ impl Kernel {
             let node = self.find_idlest_node(t, self.cpu_node(prev));
             self.select_cpu_on_node(t, node).unwrap_or(prev)
         };
+        if cpu != prev {
+            self.trace_sched(TraceKind::MigrateTask, t, Some(self.cpu_node(prev)), Some(self.cpu_node(cpu)), None);
+        }
         self.tasks[t].state = TaskState::Runnable;
         self.tasks[t].cpu = cpu;
         self.cpus[cpu].rq.push(t);

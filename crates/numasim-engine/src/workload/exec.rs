@@ -248,6 +248,8 @@ impl Kernel {
             node != NO_NODE && node as usize != to && sel.matches_node(node as usize)
         };
         if self.tasks[t].syscall.is_none() {
+            // lru_cache_disable: every CPU's LRU add batch is drained, and stays off for the call
+            self.lru_add_drain_all();
             // queue_pages_range / add_folio_for_migration: isolate the selected folios, each once
             let mut pages = Vec::new();
             for (vma, v) in self.mms[mm].vmas.iter().enumerate() {
@@ -277,6 +279,7 @@ impl Kernel {
             let chunk: Vec<_> = pages[done..end].iter().copied().filter(|p| wanted(self, p)).collect();
             self.tasks[t].syscall = Some((pages, end));
             let out = self.migrate_pages(&chunk, to, cpu, MigrateMode::Sync);
+            self.lru_add_drain(cpu); // LRU caching is disabled during the call
             self.charge_sys(t, out.cost, b);
             let batched = self.feature(crate::features::Feature::MigrateBatchFlush);
             self.migration_entry_stalls(&chunk, out.cost, batched);

@@ -5,6 +5,7 @@ use super::group::ACTIVE_NODE_FRACTION;
 use crate::features::Feature;
 use crate::kernel::Kernel;
 use crate::mm::pgtable::CPUPID_UNSET;
+use crate::variants::PlacementCall;
 
 // include/linux/sched/numa_balancing.h: TNF_* flags
 pub const TNF_MIGRATED: u32 = 0x01;
@@ -109,8 +110,13 @@ impl Kernel {
                 local = true;
             }
         }
-        if self.now > self.tasks[t].numa.migrate_retry {
+        // before 4.19 every fault tries the placement (it acts once per pass); since, only when
+        // the retry interval has passed, with the move toward the preferred node
+        let retry = self.now > self.tasks[t].numa.migrate_retry;
+        if retry || self.variants().placement_call == PlacementCall::Base {
             self.task_numa_placement(t);
+        }
+        if retry {
             self.numa_migrate_preferred(t);
         }
         let slowscan = self.feature(Feature::NumaSlowscanOnMigrateFail);

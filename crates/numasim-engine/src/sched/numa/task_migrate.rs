@@ -5,6 +5,7 @@
 use super::fault::{task_faults_idx, NUMA_MEM};
 use crate::kernel::Kernel;
 use crate::topology::{NumaTopologyType, LOCAL_DISTANCE};
+use crate::trace::TraceKind;
 
 /// Improvements below this are ping-pong (SMALLIMP).
 const SMALLIMP: i64 = 30;
@@ -186,8 +187,12 @@ impl Kernel {
             // a grouped task prefers the node where a CPU was found (or stays), not a busy one
             self.tasks[t].numa.preferred_nid = Some(env.best_cpu.map_or(src_nid, |c| self.cpu_node(c)));
         }
-        if let Some(dst_cpu) = env.best_cpu {
-            self.numa_moves.push(NumaMove { p: t, src_cpu, dst_cpu, swap: env.best_task });
+        match env.best_cpu {
+            Some(dst_cpu) => {
+                self.numa_migrate_reset_scan_period(t);
+                self.numa_moves.push(NumaMove { p: t, src_cpu, dst_cpu, swap: env.best_task })
+            }
+            None => self.trace_sched(TraceKind::StickNuma, t, Some(src_nid), None, None),
         }
     }
 
@@ -306,13 +311,18 @@ impl Kernel {
             if !on_src(self, m.p, m.src_cpu) {
                 continue;
             }
+            let (src_nid, dst_nid) = (Some(self.cpu_node(m.src_cpu)), Some(self.cpu_node(m.dst_cpu)));
             match m.swap {
                 Some(s) if on_src(self, s, m.dst_cpu) => {
+                    self.trace_sched(TraceKind::SwapNuma, m.p, src_nid, dst_nid, Some(s));
                     self.move_task(m.p, m.dst_cpu);
                     self.move_task(s, m.src_cpu);
                 }
-                Some(_) => {}
-                None => self.move_task(m.p, m.dst_cpu),
+                Some(s) => self.trace_sched(TraceKind::StickNuma, m.p, src_nid, dst_nid, Some(s)),
+                None => {
+                    self.trace_sched(TraceKind::MoveNuma, m.p, src_nid, dst_nid, None);
+                    self.move_task(m.p, m.dst_cpu)
+                }
             }
         }
     }

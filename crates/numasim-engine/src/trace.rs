@@ -1,0 +1,54 @@
+//! The scheduler's NUMA tracepoints (include/trace/events/sched.h): what task_numa_migrate and
+//! the load balancer decided, as a bounded event log in the result (`numa_events`).
+
+use crate::kernel::Kernel;
+use serde::Serialize;
+
+/// Events kept per run; later ones are counted, not stored.
+pub const MAX_EVENTS: usize = 20_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TraceKind {
+    /// sched_move_numa: task_numa_migrate moved `pid` to an idle CPU (migrate_task_to).
+    MoveNuma,
+    /// sched_swap_numa: `pid` and `dst_pid` traded CPUs (migrate_swap).
+    SwapNuma,
+    /// sched_stick_numa: no better CPU, or the move failed.
+    StickNuma,
+    /// sched_migrate_task: any move of a task between CPUs (load balancing included).
+    MigrateTask,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct TraceEvent {
+    pub t_ns: u64,
+    pub event: TraceKind,
+    pub pid: u32,
+    pub tgid: u32,
+    pub src_nid: i32,
+    pub dst_nid: i32,
+    /// The swapped task (swap_numa, stick_numa of a swap), else 0.
+    pub dst_pid: u32,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct TraceLog {
+    pub events: Vec<TraceEvent>,
+    pub dropped: u64,
+    /// sched_skip_vma_numa hits by reason (`NumaVmaSkip` order).
+    pub skip_vma: [u64; 7],
+}
+
+impl Kernel {
+    /// Record a tracepoint hit of task `t` (bounded: see MAX_EVENTS).
+    pub fn trace_sched(&mut self, event: TraceKind, t: usize, src_nid: Option<usize>, dst_nid: Option<usize>, other: Option<usize>) {
+        if self.trace.events.len() >= MAX_EVENTS {
+            self.trace.dropped += 1;
+            return;
+        }
+        let nid = |n: Option<usize>| n.map_or(-1, |n| n as i32);
+        let e = TraceEvent { t_ns: self.now, event, pid: self.tasks[t].pid, tgid: self.tasks[t].tgid, src_nid: nid(src_nid), dst_nid: nid(dst_nid), dst_pid: other.map_or(0, |o| self.tasks[o].pid) };
+        self.trace.events.push(e);
+    }
+}
