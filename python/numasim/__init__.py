@@ -19,7 +19,7 @@ from numasim.exceptions import (
     ScenarioError,
     SimulationError,
 )
-from numasim.result import Result
+from numasim.result import IncompleteRunWarning, Result
 from numasim.scenario import DEFAULT_MACHINE, load_scenario
 
 __version__ = "0.1.0"
@@ -37,5 +37,6 @@ __all__ = [
     "CapacityError",
     "SimulationError",
     "InternalError",
+    "IncompleteRunWarning",
     "DEFAULT_MACHINE",
 ]

@@ -1,7 +1,8 @@
 """The `numasim` command line.
 
 User errors (bad scenario, missing file, host too small) print one
-`error: <loc>: <msg>` line each and exit 2; engine bugs exit 1.
+`error: <loc>: <msg>` line each and exit 2; engine bugs exit 1. A run that stopped at
+run.max_sim_s before its workloads finished prints a `warning:` line and exits 3.
 Set NUMASIM_BACKTRACE=1 to get the Python traceback as well.
 """
 
@@ -73,7 +74,7 @@ def cmd_run(args) -> int:
     result = cli_reports.run_single(text, args)  # progress bar on a terminal; --save + Parquet
     if args.json:
         print(result.to_json())
-        return 0
+        return cli_reports.warn_incomplete([result])
     sc = result.scenario
     m = sc.get("machine", {})
     k = sc.get("kernel", {})
@@ -81,6 +82,8 @@ def cmd_run(args) -> int:
     kinds = ", ".join(w.get("kind", "?") for w in workloads)
     print(f"{kinds} on {m.get('name') or m.get('profile') or 'custom machine'}: "
           f"numa_balancing={'on' if k.get('numa_balancing') else 'off'}, seed={result.seed}")
+    if not result.completed:
+        print(f"INCOMPLETE: {result.incomplete_message()}")
     print()
     print(_table([[key, f"{float(v):.3f}"] for key, v in result.times.items()], ["time", "seconds"]))
     print()
@@ -90,7 +93,7 @@ def cmd_run(args) -> int:
     rows.append(["hint local % (all)", f"{result.hint_local_percent():.1f}"])
     rows.append(["hint local % (last 10%)", f"{result.hint_local_percent(0.1):.1f}"])
     print(_table(rows, ["vmstat", "value"]))
-    return 0
+    return cli_reports.warn_incomplete([result])
 
 
 # ---------------------------------------------------------------- reproduce

@@ -41,10 +41,11 @@ def _raise(payload: str):
 def run_iterations(scenario, iterations: int, seed: int | None = None, jobs: int = MAX_JOBS,
                    progress=None, on_done=None) -> list:
     """Run ``iterations`` seeded copies of ``scenario`` and return their Results in seed
-    order. ``jobs`` parallel processes (at most 2); ``progress`` is passed to the engine
+    order (an IncompleteRunWarning for each that stopped at run.max_sim_s). ``jobs``
+    parallel processes (at most 2); ``progress`` is passed to the engine
     when the runs happen in this process (one job, or one iteration); ``on_done(k, n)`` is
     called as each iteration finishes."""
-    from numasim.api import run
+    from numasim.api import run, warn_if_incomplete
     from numasim.experiments.registry import _run_one
 
     runs = iteration_scenarios(scenario, iterations, seed)
@@ -67,6 +68,7 @@ def run_iterations(scenario, iterations: int, seed: int | None = None, jobs: int
                     f.cancel()
                 _raise(payload)
             results[futures[fut]] = Result(payload)
+            warn_if_incomplete(results[futures[fut]])
             if on_done:
                 on_done(done, n)
     return results
