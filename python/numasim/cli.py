@@ -13,6 +13,7 @@ import json
 import os
 import sys
 import time
+import warnings
 
 import numasim
 from numasim.exceptions import InternalError, NumasimError, error_list
@@ -323,8 +324,14 @@ def _error(loc: str, msg: str) -> None:
     print(f"error: {loc}: {msg}" if loc else f"error: {msg}", file=sys.stderr)
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Python warnings (e.g. Parquet sidecars skipped) as one `warning:` line each."""
+    print(f"warning: {message}", file=sys.stderr)
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    warnings.showwarning = _show_warning
     try:
         return args.func(args) or 0
     except NumasimError as exc:  # Scenario/Capacity/Simulation: 2; Internal: 1

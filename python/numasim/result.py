@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -48,6 +50,12 @@ class Result:
             return bool(self.raw["completed"])
         limit = self.max_sim_s
         return limit is None or self.elapsed_s < limit
+
+    @property
+    def run_id(self) -> str:
+        """The run's id: the first 16 hex digits of the SHA-256 of its JSON text (the same
+        scenario and seed give the same id). Parquet sidecars record it."""
+        return hashlib.sha256(self.json_text.encode("utf-8")).hexdigest()[:16]
 
     @property
     def scenario(self) -> dict:
@@ -153,7 +161,14 @@ class Result:
         return self.json_text
 
     def save(self, path) -> None:
-        Path(path).write_text(self.json_text, encoding="utf-8")
+        """Write the JSON to a temporary name beside ``path``, then rename it into place."""
+        path = Path(path)
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        try:
+            tmp.write_text(self.json_text, encoding="utf-8")
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
 
     @classmethod
     def load(cls, path) -> "Result":
