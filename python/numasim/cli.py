@@ -17,6 +17,7 @@ import warnings
 
 import numasim
 from numasim.exceptions import InternalError, NumasimError, error_list
+from numasim.outpaths import check_output
 from numasim.scenario import DEFAULT_MACHINE, UsageError, parse_set, scenario_toml
 
 TABLE_COUNTERS = [
@@ -69,6 +70,8 @@ def _scenario_text(args) -> str:
 def cmd_run(args) -> int:
     from numasim import cli_reports
 
+    if args.save:
+        check_output(args.save, "dir" if args.iterations != 1 else "file", "--save")
     text = _scenario_text(args)
     if args.iterations != 1:
         return cli_reports.run_iterations(text, args)
@@ -351,6 +354,9 @@ def main(argv=None) -> int:
         return 2
     except UsageError as exc:
         _error("", str(exc))
+        return 2
+    except OSError as exc:  # e.g. the disk filled up while saving
+        _error(exc.filename or "", exc.strerror or str(exc))
         return 2
     except BrokenPipeError:  # `numasim ... | head`: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -148,8 +148,10 @@ def cmd_compare(args) -> int:
 def cmd_plot(args) -> int:
     from numasim import storage
     from numasim.compare import test_label
+    from numasim.outpaths import check_output
     from numasim.plot import plot_result
 
+    check_output(args.out, "dir", "--out")
     out = Path(args.out)
     cols = [storage.load_columns([spec])[0] for spec in args.results]
     refuse_incomplete(cols, args)
@@ -172,8 +174,10 @@ def cmd_plot(args) -> int:
 
 def cmd_report(args) -> int:
     from numasim import storage
+    from numasim.outpaths import check_output
     from numasim.report import write_report
 
+    check_output(args.out, "dir", "--out")
     cols = storage.load_columns(args.results)
     refuse_incomplete(cols, args)
     try:

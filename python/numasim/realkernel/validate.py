@@ -91,8 +91,11 @@ def cmd_validate(args) -> int:
         from numasim.scenario import UsageError
 
         raise UsageError("give a scenario (a file or a shipped name: numasim validate --list)")
+    from numasim.outpaths import check_output
     from numasim.scenario import parse_set
 
+    if args.out:
+        check_output(args.out, "dir", "--out")
     overrides = [parse_set(s) for s in args.set or []]
     log = (lambda m: print(m, file=sys.stderr, flush=True)) if not args.quiet else None
     kernels = args.kernel or ["6.12"]
