@@ -66,7 +66,7 @@ def run_iterations(text: str, args) -> int:
     from numasim.repeat import run_iterations as run_n
 
     n = args.iterations
-    jobs = max(1, min(args.jobs, 2))
+    jobs = min(args.jobs, n)
     bar = make_progress(args, label="iteration 1") if jobs == 1 or n == 1 else None
 
     def done(k, total):

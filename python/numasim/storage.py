@@ -249,13 +249,42 @@ def _is_result(obj) -> bool:
     return isinstance(obj, dict) and "counters" in obj and "times" in obj and "series" in obj
 
 
+def _number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def shape_problem(obj: dict) -> str:
+    """What keeps a result-like JSON from being read as a result ("" if nothing): the parts
+    compare, plot and report rely on."""
+    if not isinstance(obj["counters"], dict) or not all(_number(v) for v in obj["counters"].values()):
+        return "counters is not a map of numbers"
+    times = obj["times"]
+    for k in ("elapsed_s", "user_s", "system_s"):
+        if not isinstance(times, dict) or not _number(times.get(k)):
+            return f"times.{k} is missing or not a number"
+    series = obj["series"]
+    need = {"vmstat": ("time_s",), "memory": ("time_s", "pid", "node", "pages")}
+    for name, cols in need.items():
+        s = series.get(name) if isinstance(series, dict) else None
+        if not isinstance(s, dict) or not all(isinstance(s.get(c), list) for c in cols):
+            return f"series.{name} lacks the columns {', '.join(cols)}"
+        lengths = {len(v) for v in s.values() if isinstance(v, list)}
+        if len(lengths) > 1:
+            return f"series.{name} has columns of different lengths"
+    for k, kind in (("scenario", dict), ("processes", list)):
+        if k in obj and not isinstance(obj[k], kind):
+            return f"{k} is not a {kind.__name__}"
+    return ""
+
+
 def _read_json(path: Path):
     """(text, parsed JSON) of a file; UsageError naming it if it cannot be read or parsed."""
+    from numasim.textfile import bad_byte
+
     try:
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise UsageError(f"{path}: not a numasim result (not UTF-8 text: byte 0x{exc.object[exc.start]:02x} "
-                         f"at offset {exc.start})") from None
+        raise UsageError(f"{path}: not a numasim result (not UTF-8: {bad_byte(exc)})") from None
     except OSError as exc:
         raise UsageError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     try:
@@ -272,6 +301,9 @@ def load_result(path, check: bool = True) -> Result:
     text, obj = _read_json(path)
     if not _is_result(obj):
         raise UsageError(f"{path}: not a numasim result (no counters/times/series)")
+    problem = shape_problem(obj)
+    if problem:
+        raise UsageError(f"{path}: not a numasim result ({problem})")
     result = Result(text)
     if check:
         check_sidecars(path, result)
@@ -304,8 +336,10 @@ def load_group(path) -> list:
 def read_scenario_text(path) -> str | None:
     """The group's scenario.toml, if ``path`` is a directory holding one."""
     p = Path(path)
+    from numasim.textfile import read_text
+
     f = p / SCENARIO_FILE if p.is_dir() else None
-    return f.read_text(encoding="utf-8") if f is not None and f.exists() else None
+    return read_text(f, "TOML") if f is not None and f.exists() else None
 
 
 def _stem(path: Path) -> str:

@@ -128,7 +128,7 @@ def run_many(scenarios: dict, max_workers: int = 2) -> dict:
         raw = [_run_one(scenarios[k]) for k in keys]
     else:
         ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=min(max_workers, 2), mp_context=ctx) as pool:
+        with ProcessPoolExecutor(max_workers=min(max_workers, len(keys)), mp_context=ctx) as pool:
             raw = list(pool.map(_run_one, [scenarios[k] for k in keys]))
     out = {}
     for k, (status, payload) in zip(keys, raw):

@@ -68,7 +68,9 @@ def validate(name_or_path: str, kernel: str = "6.12", *, out: Path | None = None
         vm = build_result(parse_console(Path(vm_result).read_text(errors="replace")), resolved,
                           {"kind": "qemu", "kernel_choice": kernel, "accel": "tcg", "console": str(vm_result)})
     elif vm_result:
-        vm = numasim.Result.load(vm_result)
+        from numasim.storage import load_result
+
+        vm = load_result(vm_result, check=False)
     else:
         from numasim.realkernel.vm import run_vm
 
