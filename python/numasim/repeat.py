@@ -4,12 +4,12 @@ depend on how many run at once."""
 
 from __future__ import annotations
 
-import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 
 from numasim import exceptions
 from numasim.api import resolve
+from numasim.pool import process_pool
 from numasim.result import Result
 from numasim.scenario import UsageError, scenario_toml
 
@@ -88,8 +88,7 @@ def run_iterations(scenario, iterations: int, seed: int | None = None, jobs: int
             if on_done:
                 on_done(k + 1, n)
         return results
-    ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+    with process_pool(jobs) as pool:
         futures = {pool.submit(_run_one, toml): k for k, (_, toml) in enumerate(runs)}
         for done, fut in enumerate(as_completed(futures), 1):
             status, payload = fut.result()
