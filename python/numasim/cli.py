@@ -373,12 +373,12 @@ def main(argv=None) -> int:
     except UsageError as exc:
         _error("", str(exc))
         return 2
-    except OSError as exc:  # e.g. the disk filled up while saving
-        _error(exc.filename or "", exc.strerror or str(exc))
-        return 2
     except BrokenPipeError:  # `numasim ... | head`: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as exc:  # e.g. the disk filled up while saving
+        _error(exc.filename or "", exc.strerror or str(exc))
+        return 2
     except KeyboardInterrupt:
         return 130
 

@@ -59,19 +59,22 @@ fn to_pyerr(py: Python<'_>, f: Failure) -> PyErr {
 const POLL: Duration = Duration::from_millis(20);
 
 /// Run a scenario given as TOML text; returns the result as JSON text. The engine runs in
-/// slices of about `POLL` of wall time with the GIL released; after each, pending signals are
-/// handled (`PyErr_CheckSignals`: Ctrl-C raises KeyboardInterrupt and ends the run) and
-/// `progress(sim_ns, max_sim_ns, events)` is called if given; an exception it raises also
+/// slices with the GIL released: at most about `POLL` of wall time and, with `progress`, at
+/// most 1/1000 of `run.max_sim_s` (10 ms to 1 s) of simulated time. After each slice pending
+/// signals are handled (`PyErr_CheckSignals`: Ctrl-C raises KeyboardInterrupt and ends the run)
+/// and `progress(sim_ns, max_sim_ns, events)` is called if given; an exception it raises also
 /// stops the run.
 #[pyfunction]
 #[pyo3(signature = (scenario_toml, host_memory_bytes=None, progress=None))]
 fn run(py: Python<'_>, scenario_toml: String, host_memory_bytes: Option<u64>, progress: Option<PyObject>) -> PyResult<String> {
     let mut sim = enter_engine(py, move || numasim_engine::prepare_toml(&scenario_toml, host_memory_bytes)).map_err(|f| to_pyerr(py, f))?;
     loop {
+        let (now, max, _) = sim.progress();
+        let until = if progress.is_some() { now + (max / 1000).clamp(10_000_000, 1_000_000_000) } else { u64::MAX };
         let more = enter_engine(py, || {
             let start = Instant::now();
             while sim.step()? {
-                if start.elapsed() >= POLL {
+                if sim.k.now >= until || start.elapsed() >= POLL {
                     return Ok(true);
                 }
             }
