@@ -18,6 +18,7 @@ BAD = [
     # (arguments after the command, the error's text)
     (["run", SMALL_NUMA02, "--save", "{t}/afile/r.json"], "afile is not a directory"),
     (["run", SMALL_NUMA02, "--save", "{t}/adir"], "is a directory; give a file name"),
+    (["run", SMALL_NUMA02, "--save", "{t}/new/"], "names a directory; give a file name"),
     (["run", SMALL_NUMA02, "--save", "/proc/numasim/r.json"], "cannot write in /proc"),
     (["run", SMALL_NUMA02, "-n", "2", "--save", "{t}/afile"], "exists and is not a directory"),
     (["run", SMALL_NUMA02, "-n", "2", "--save", "{t}/afile/g"], "afile is not a directory"),

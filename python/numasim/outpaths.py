@@ -3,6 +3,7 @@ or `--out` found only at the end."""
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 
@@ -21,6 +22,8 @@ def check_output(path, kind: str, option: str) -> None:
     directory is probed by creating and removing a temporary file there, which also catches a
     read-only file system, or /proc, where permission bits say yes."""
     p = Path(path)
+    if kind == "file" and str(path).endswith(("/", os.sep)):
+        raise UsageError(f"{option} {path}: names a directory; give a file name (a directory is for --iterations)")
     if kind == "file" and p.is_dir():
         raise UsageError(f"{option} {p}: is a directory; give a file name")
     if kind == "dir" and p.exists() and not p.is_dir():
