@@ -51,3 +51,14 @@ def test_bad_workload_keys_are_scenario_errors(bad, needle):
     with pytest.raises(numasim.ScenarioError) as e:
         numasim.run({"machine": MACHINE, "workload": [bad]})
     assert any(needle in x["msg"] or needle in x["loc"] for x in e.value.errors), e.value.errors
+
+
+def test_memory_eater_is_killed_at_free_at_s_mid_fill():
+    """Issue 29, item 5: an 8 GiB eater with free_at_s = 2 on the default machine needs ~5.8 s
+    to fill; it is killed at 2 s all the same, its pages freed, and the run ends there."""
+    r = numasim.run({"workload": [{"kind": "memory_eater", "size_gib": 8.0, "free_at_s": 2.0}]})
+    eater = next(p for p in r.processes if p["comm"] == "memhog")
+    assert eater["elapsed_s"] == pytest.approx(2.0, abs=1e-9)
+    assert r.elapsed_s == pytest.approx(2.0, abs=0.004)  # within the kill's tick
+    assert 0 < r.counters["pgalloc_normal"] < 8 * 262144, "killed before the fill ended"
+    assert r.counters["pgfree"] == r.counters["pgalloc_normal"]

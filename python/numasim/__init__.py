@@ -19,10 +19,23 @@ from numasim.exceptions import (
     ScenarioError,
     SimulationError,
 )
-from numasim.result import Result
+from numasim.result import IncompleteRunWarning, Result
 from numasim.scenario import DEFAULT_MACHINE, load_scenario
 
 __version__ = "0.1.0"
+
+# Submodules reachable as attributes after `import numasim` (numasim.progress.Progress(),
+# numasim.storage.load_result, ...), imported on first use: matplotlib and pyarrow stay
+# unloaded until needed.
+SUBMODULES = ("compare", "experiments", "plot", "progress", "repeat", "report", "scenario", "storage")
+
+
+def __getattr__(name):
+    if name in SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"numasim.{name}")
+    raise AttributeError(f"module 'numasim' has no attribute {name!r}")
 
 __all__ = [
     "run",
@@ -37,5 +50,6 @@ __all__ = [
     "CapacityError",
     "SimulationError",
     "InternalError",
+    "IncompleteRunWarning",
     "DEFAULT_MACHINE",
 ]

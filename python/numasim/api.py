@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 
 from numasim import _engine
-from numasim.result import Result
+from numasim.result import IncompleteRunWarning, Result
 from numasim.scenario import scenario_toml
 
 
@@ -47,6 +48,9 @@ def run(
     ``overrides`` maps dotted keys to values (``{"machine.cpus_per_node": 4}``).
     ``progress``, if given, is called now and then with ``(sim_ns, max_sim_ns,
     events)`` (e.g. a ``numasim.progress.Progress``); its return value is ignored.
+
+    A run that stops at ``run.max_sim_s`` before its workloads finish is returned with
+    ``completed == False`` and an ``IncompleteRunWarning``.
     """
     text = scenario_toml(
         scenario, workload=workload, machine=machine, balancing=balancing,
@@ -54,8 +58,17 @@ def run(
         **workload_params,
     )
     if progress is None:  # engine modules without the keyword keep working
-        return Result(_engine.run(text, host_memory_bytes()))
-    return Result(_engine.run(text, host_memory_bytes(), progress=progress))
+        result = Result(_engine.run(text, host_memory_bytes()))
+    else:
+        result = Result(_engine.run(text, host_memory_bytes(), progress=progress))
+    warn_if_incomplete(result)
+    return result
+
+
+def warn_if_incomplete(result: Result) -> None:
+    """IncompleteRunWarning when ``result`` stopped at run.max_sim_s."""
+    if not result.completed:
+        warnings.warn(result.incomplete_message(), IncompleteRunWarning, stacklevel=3)
 
 
 def resolve(scenario=None, **kwargs) -> dict:

@@ -1,7 +1,8 @@
 """The `numasim` command line.
 
 User errors (bad scenario, missing file, host too small) print one
-`error: <loc>: <msg>` line each and exit 2; engine bugs exit 1.
+`error: <loc>: <msg>` line each and exit 2; engine bugs exit 1. A run that stopped at
+run.max_sim_s before its workloads finished prints a `warning:` line and exits 3.
 Set NUMASIM_BACKTRACE=1 to get the Python traceback as well.
 """
 
@@ -12,9 +13,12 @@ import json
 import os
 import sys
 import time
+import warnings
 
 import numasim
 from numasim.exceptions import InternalError, NumasimError, error_list
+from numasim.outpaths import check_output
+from numasim.textfile import check_utf8_args
 from numasim.scenario import DEFAULT_MACHINE, UsageError, parse_set, scenario_toml
 
 TABLE_COUNTERS = [
@@ -64,16 +68,30 @@ def _scenario_text(args) -> str:
     )
 
 
+def check_jobs_and_iterations(args) -> None:
+    """--iterations and --jobs in bounds (UsageError), a warning when jobs exceed the CPUs."""
+    from numasim.repeat import check_iterations, check_jobs, cpu_cores, default_jobs
+
+    check_iterations(args.iterations)
+    args.jobs = check_jobs(default_jobs() if args.jobs is None else args.jobs)
+    if args.jobs > cpu_cores():
+        print(f"warning: --jobs {args.jobs} is more than the {cpu_cores()} CPUs this process may use: "
+              "the runs will share them", file=sys.stderr)
+
+
 def cmd_run(args) -> int:
     from numasim import cli_reports
 
+    check_jobs_and_iterations(args)
+    if args.save:
+        check_output(args.save, "dir" if args.iterations != 1 else "file", "--save")
     text = _scenario_text(args)
     if args.iterations != 1:
         return cli_reports.run_iterations(text, args)
     result = cli_reports.run_single(text, args)  # progress bar on a terminal; --save + Parquet
     if args.json:
         print(result.to_json())
-        return 0
+        return cli_reports.warn_incomplete([result])
     sc = result.scenario
     m = sc.get("machine", {})
     k = sc.get("kernel", {})
@@ -81,6 +99,8 @@ def cmd_run(args) -> int:
     kinds = ", ".join(w.get("kind", "?") for w in workloads)
     print(f"{kinds} on {m.get('name') or m.get('profile') or 'custom machine'}: "
           f"numa_balancing={'on' if k.get('numa_balancing') else 'off'}, seed={result.seed}")
+    if not result.completed:
+        print(f"INCOMPLETE: {result.incomplete_message()}")
     print()
     print(_table([[key, f"{float(v):.3f}"] for key, v in result.times.items()], ["time", "seconds"]))
     print()
@@ -90,7 +110,7 @@ def cmd_run(args) -> int:
     rows.append(["hint local % (all)", f"{result.hint_local_percent():.1f}"])
     rows.append(["hint local % (last 10%)", f"{result.hint_local_percent(0.1):.1f}"])
     print(_table(rows, ["vmstat", "value"]))
-    return 0
+    return cli_reports.warn_incomplete([result])
 
 
 # ---------------------------------------------------------------- reproduce
@@ -103,6 +123,7 @@ def cmd_reproduce(args) -> int:
         for n in experiments.names():
             print(f"{n}: {experiments.get(n).description}")
         return 0
+    check_jobs_and_iterations(args)
     if args.name == "all":
         from numasim.cli_reports import reproduce_all
 
@@ -185,8 +206,8 @@ def bench_one(workload: str, repeat: int = 1) -> dict:
 
 def cmd_bench(args) -> int:
     names = args.only or BENCH_WORKLOADS
-    if args.repeat < 1:
-        print(f"error: --repeat must be at least 1, got {args.repeat}", file=sys.stderr)
+    if not 1 <= args.repeat <= 100:
+        print(f"error: --repeat must be in 1..100, got {args.repeat}", file=sys.stderr)
         return 2
     runs = []
     for w in names:
@@ -251,6 +272,9 @@ def cmd_scenario_show(args) -> int:
 # ---------------------------------------------------------------- parser
 
 
+JOBS_HELP = "parallel processes, 1..64 (default 2, or 1 on a single-CPU host); more than the CPUs warns"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="numasim", description=__doc__.splitlines()[0])
     p.add_argument("--version", action="version", version=f"numasim {numasim.__version__}")
@@ -268,20 +292,20 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--save", metavar="PATH",
                     help="also write the result JSON (+ Parquet sidecars) to PATH; a directory with --iterations")
     sp.add_argument("--iterations", "-n", type=int, default=1, metavar="N",
-                    help="run N times with seeds seed, seed+1, ... and summarise them as one column")
-    sp.add_argument("--jobs", "-j", type=int, default=2, help="parallel iterations (max 2)")
+                    help="run N times (1..100) with seeds seed, seed+1, ... and summarise them as one column")
+    sp.add_argument("--jobs", "-j", type=int, metavar="J", help=JOBS_HELP)
     sp.set_defaults(func=cmd_run)
 
     sp = sub.add_parser("reproduce", help="run a named experiment and check it")
     sp.add_argument("name", nargs="?", help="an experiment (see --list), or all")
     sp.add_argument("--list", action="store_true", help="list experiments")
     sp.add_argument("--json", action="store_true")
-    sp.add_argument("--jobs", "-j", type=int, default=2, help="parallel runs (max 2)")
+    sp.add_argument("--jobs", "-j", type=int, metavar="J", help=JOBS_HELP)
     sp.add_argument("--set", action="append", metavar="KEY=VALUE",
                     help="override applied to every run (results then differ from the reference)")
     sp.add_argument("--strict", action="store_true", help="exit 1 when a check fails")
     sp.add_argument("--iterations", "-n", type=int, default=1, metavar="N",
-                    help="run the experiment with seeds 1..N: mean values, checks must hold in all")
+                    help="run the experiment with seeds 1..N (N in 1..100): mean values, checks must hold in all")
     sp.set_defaults(func=cmd_reproduce)
 
     from numasim.cli_reports import add_parsers as add_report_parsers
@@ -320,9 +344,16 @@ def _error(loc: str, msg: str) -> None:
     print(f"error: {loc}: {msg}" if loc else f"error: {msg}", file=sys.stderr)
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Python warnings (e.g. Parquet sidecars skipped) as one `warning:` line each."""
+    print(f"warning: {message}", file=sys.stderr)
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    warnings.showwarning = _show_warning
     try:
+        check_utf8_args(sys.argv[1:] if argv is None else argv)
         return args.func(args) or 0
     except NumasimError as exc:  # Scenario/Capacity/Simulation: 2; Internal: 1
         if os.environ.get("NUMASIM_BACKTRACE"):
@@ -345,6 +376,9 @@ def main(argv=None) -> int:
     except BrokenPipeError:  # `numasim ... | head`: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as exc:  # e.g. the disk filled up while saving
+        _error(exc.filename or "", exc.strerror or str(exc))
+        return 2
     except KeyboardInterrupt:
         return 130
 

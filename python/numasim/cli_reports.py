@@ -5,9 +5,14 @@ from __future__ import annotations
 
 import json
 import sys
+import warnings
 from pathlib import Path
 
+from numasim.result import IncompleteRunWarning
 from numasim.scenario import UsageError
+
+# `numasim run`: the run (or an iteration) stopped at run.max_sim_s before its workloads finished
+EXIT_INCOMPLETE = 3
 
 
 def interactive() -> bool:
@@ -42,7 +47,9 @@ def run_single(text: str, args):
 
     bar = make_progress(args)
     try:
-        result = numasim.run(text, progress=bar)
+        with warnings.catch_warnings():  # the CLI says it itself (warn_incomplete)
+            warnings.simplefilter("ignore", IncompleteRunWarning)
+            result = numasim.run(text, progress=bar)
     finally:
         if bar is not None:
             bar.close()
@@ -59,7 +66,7 @@ def run_iterations(text: str, args) -> int:
     from numasim.repeat import run_iterations as run_n
 
     n = args.iterations
-    jobs = max(1, min(args.jobs, 2))
+    jobs = min(args.jobs, n)
     bar = make_progress(args, label="iteration 1") if jobs == 1 or n == 1 else None
 
     def done(k, total):
@@ -69,7 +76,9 @@ def run_iterations(text: str, args) -> int:
             print(f"\riterations done: {k}/{total}", end="" if k < total else "\n", file=sys.stderr, flush=True)
 
     try:
-        results = run_n(text, n, jobs=jobs, progress=bar, on_done=done)
+        with warnings.catch_warnings():  # the CLI says it itself (warn_incomplete)
+            warnings.simplefilter("ignore", IncompleteRunWarning)
+            results = run_n(text, n, jobs=jobs, progress=bar, on_done=done)
     finally:
         if bar is not None:
             bar.close()
@@ -77,13 +86,43 @@ def run_iterations(text: str, args) -> int:
         storage.save_iterations(results, args.save, scenario_text=text)
     if args.json:
         print("[" + ",\n".join(r.to_json().strip() for r in results) + "]")
-        return 0
+        return warn_incomplete(results)
     name = Path(args.save).name if args.save else "run"
     seeds = [r.seed for r in results]
     print(f"{n} iterations, seeds {seeds[0]}..{seeds[-1]}" + (f", saved in {args.save}" if args.save else ""))
     print()
     print(compare([Column(name, results)]).to_text(), end="")
-    return 0
+    return warn_incomplete(results)
+
+
+def warn_incomplete(results: list) -> int:
+    """A `warning:` line on stderr for runs that stopped at run.max_sim_s; returns the exit
+    status (EXIT_INCOMPLETE if any did, else 0)."""
+    bad = [r for r in results if not r.completed]
+    if not bad:
+        return 0
+    if len(results) == 1:
+        print(f"warning: {bad[0].incomplete_message()}", file=sys.stderr)
+    else:
+        seeds = ", ".join(str(r.seed) for r in bad)
+        print(f"warning: {len(bad)} of {len(results)} iterations (seed {seeds}) stopped at run.max_sim_s "
+              "before their workloads finished: their times are the limit, not the workloads' "
+              "(raise run.max_sim_s)", file=sys.stderr)
+    return EXIT_INCOMPLETE
+
+
+def refuse_incomplete(columns: list, args) -> None:
+    """compare/plot/report use runs that stopped at run.max_sim_s only with --allow-incomplete
+    (and then mark them); UsageError naming the files otherwise."""
+    if getattr(args, "allow_incomplete", False):
+        return
+    bad = [str(src) for c in columns for r, src in zip(c.results, c.sources or [c.name] * len(c.results))
+           if not r.completed]
+    if bad:
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        raise UsageError(f"{bad[0]}{more}: stopped at run.max_sim_s before its workloads finished, "
+                         "so its times are the limit, not the workloads'; --allow-incomplete uses "
+                         "such runs, marked")
 
 
 # ---------------------------------------------------------------- compare / plot / report
@@ -94,6 +133,7 @@ def cmd_compare(args) -> int:
     from numasim.compare import compare
 
     cols = storage.load_columns(args.results)
+    refuse_incomplete(cols, args)
     try:
         cmp = compare(cols, baseline=args.baseline, ddof=args.ddof)
     except ValueError as exc:
@@ -108,11 +148,14 @@ def cmd_compare(args) -> int:
 def cmd_plot(args) -> int:
     from numasim import storage
     from numasim.compare import test_label
+    from numasim.outpaths import check_output
     from numasim.plot import plot_result
 
+    check_output(args.out, "dir", "--out")
     out = Path(args.out)
-    for spec in args.results:
-        col = storage.load_columns([spec])[0]
+    cols = [storage.load_columns([spec])[0] for spec in args.results]
+    refuse_incomplete(cols, args)
+    for col in cols:
         labels = list(dict.fromkeys(test_label(r) for r in col.results))
         seen = set()
         for src, r in zip(col.sources, col.results):
@@ -131,9 +174,12 @@ def cmd_plot(args) -> int:
 
 def cmd_report(args) -> int:
     from numasim import storage
+    from numasim.outpaths import check_output
     from numasim.report import write_report
 
+    check_output(args.out, "dir", "--out")
     cols = storage.load_columns(args.results)
+    refuse_incomplete(cols, args)
     try:
         page = write_report(cols, args.out, baseline=args.baseline, title=args.title, ddof=args.ddof)
     except ValueError as exc:
@@ -171,6 +217,10 @@ def reproduce_iterations(exp, args, overrides) -> int:
 # ---------------------------------------------------------------- parser
 
 
+INCOMPLETE_HELP = ("use runs that stopped at run.max_sim_s before their workloads finished "
+                   "(refused by default), marked as incomplete")
+
+
 def add_parsers(sub) -> None:
     """Register compare, plot and report on the `numasim` subparsers."""
     sp = sub.add_parser("compare", help="mmtests-style comparison of saved results (compare-kernels layout)")
@@ -180,11 +230,13 @@ def add_parsers(sub) -> None:
     sp.add_argument("--ddof", type=int, choices=[0, 1], default=1,
                     help="Stddev divisor n-ddof: 1 as current mmtests (default), 0 as the 2015 reports")
     sp.add_argument("--json", action="store_true")
+    sp.add_argument("--allow-incomplete", action="store_true", help=INCOMPLETE_HELP)
     sp.set_defaults(func=cmd_compare)
 
     sp = sub.add_parser("plot", help="plots of saved results (PNG and SVG)")
     sp.add_argument("results", nargs="+", metavar="RESULT", help="a result JSON or a directory of them")
     sp.add_argument("--out", required=True, metavar="DIR", help="directory for the images")
+    sp.add_argument("--allow-incomplete", action="store_true", help=INCOMPLETE_HELP)
     sp.set_defaults(func=cmd_plot)
 
     sp = sub.add_parser("report", help="one self-contained HTML page: comparison tables, plots, scenarios")
@@ -194,4 +246,5 @@ def add_parsers(sub) -> None:
     sp.add_argument("--baseline", metavar="NAME")
     sp.add_argument("--title")
     sp.add_argument("--ddof", type=int, choices=[0, 1], default=1)
+    sp.add_argument("--allow-incomplete", action="store_true", help=INCOMPLETE_HELP)
     sp.set_defaults(func=cmd_report)

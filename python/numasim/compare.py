@@ -235,6 +235,10 @@ class Column:
                     total[k] = total.get(k, 0) + v
         return total
 
+    def incomplete(self) -> int:
+        """Runs that stopped at run.max_sim_s before their workloads finished."""
+        return sum(1 for r in self.results if not r.completed)
+
     def durations(self) -> dict:
         """Total user, system and elapsed seconds over every run (mmtests' Duration rows)."""
         return {k: sum(float(r.times.get(f"{k.lower()}_s", 0.0)) for r in self.results)
@@ -301,10 +305,18 @@ class Comparison:
     sections: list  # Section
     ddof: int = 1
 
+    def incomplete_note(self) -> str:
+        """A warning naming the columns that hold incomplete runs ("" when none does)."""
+        bad = [f"{c.name}: {c.incomplete()} of {len(c.results)}" for c in self.columns if c.incomplete()]
+        if not bad:
+            return ""
+        return ("INCOMPLETE runs included (stopped at run.max_sim_s before their workloads "
+                "finished; their times are the limit): " + ", ".join(bad))
+
     # ---------------------------------------------------------- text
     def to_text(self) -> str:
         names = [c.name for c in self.columns]
-        blocks = []
+        blocks = [self.incomplete_note()] if self.incomplete_note() else []
         for s in self.sections:
             if not s.rows:
                 continue
@@ -322,7 +334,8 @@ class Comparison:
             return d
 
         return {
-            "columns": [{"name": c.name, "runs": len(c.results), "sources": [str(s) for s in c.sources]}
+            "columns": [{"name": c.name, "runs": len(c.results), "incomplete": c.incomplete(),
+                         "sources": [str(s) for s in c.sources]}
                         for c in self.columns],
             "baseline": self.columns[0].name,
             "stddev_ddof": self.ddof,
@@ -334,7 +347,8 @@ class Comparison:
     # ---------------------------------------------------------- html
     def to_html(self) -> str:
         names = [c.name for c in self.columns]
-        out = []
+        note = self.incomplete_note()
+        out = [f'<p class="incomplete">{html.escape(note)}</p>'] if note else []
         for s in self.sections:
             if not s.rows:
                 continue

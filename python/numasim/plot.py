@@ -46,7 +46,8 @@ def _title(result) -> str:
     m = result.scenario.get("machine", {})
     machine = m.get("name") or m.get("profile") or "custom machine"
     bal = "on" if k.get("numa_balancing") else "off"
-    return f"{test_label(result)} on {machine}, numa_balancing={bal}, seed={result.seed}"
+    mark = "" if result.completed else " [INCOMPLETE: stopped at run.max_sim_s]"
+    return f"{test_label(result)} on {machine}, numa_balancing={bal}, seed={result.seed}{mark}"
 
 
 def _comm(result) -> dict:
@@ -110,8 +111,9 @@ def rates_figure(results: dict):
     for ax, (counter, ylabel) in zip(axes[:, 0], RATES):
         for label, f in frames.items():
             if counter in f.columns:
+                mark = "" if results[label].completed else " (INCOMPLETE)"
                 ax.plot(f.index.to_numpy(dtype=float), f[counter].to_numpy(), drawstyle="steps-pre",
-                        label=label)
+                        label=label + mark)
         ax.set_ylabel(ylabel, fontsize=9)
         ax.grid(True, alpha=0.3)
         if len(frames) > 1:

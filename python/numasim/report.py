@@ -28,6 +28,7 @@ td.sig { font-weight: bold; color: #a00; }
 figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
 pre { background: #f6f6f6; padding: 0.8em; overflow-x: auto; font-size: 0.85em; }
 .note { color: #666; font-size: 0.9em; }
+.incomplete { color: #a00; font-weight: bold; }
 """
 
 
@@ -78,7 +79,8 @@ def build_html(columns: list, baseline: str | None = None, title: str | None = N
         f"<style>{CSS}</style></head><body>",
         f"<h1>{html.escape(title or 'numasim report')}</h1>",
         '<p class="note">numasim ' + html.escape(numasim.__version__) + ". Columns: "
-        + ", ".join(f"<b>{html.escape(c.name)}</b> ({len(c.results)} run{'s' if len(c.results) != 1 else ''})"
+        + ", ".join(f"<b>{html.escape(c.name)}</b> ({len(c.results)} run{'s' if len(c.results) != 1 else ''}"
+                    + (f", {c.incomplete()} INCOMPLETE" if c.incomplete() else "") + ")"
                     for c in cols)
         + f". Baseline: <b>{html.escape(cols[0].name)}</b>. Percentages follow mmtests: "
         "100 − new×100/base for lower-is-better rows (times, Stddev, CoeffVar), new×100/base − 100 "

@@ -95,8 +95,9 @@ def experiment_iterations(exp, iterations: int, max_workers: int = 2, overrides=
     over the iterations and whose checks must hold in every iteration."""
     from numasim.experiments.registry import ExperimentResult, Row
 
-    if iterations < 1:
-        raise ValueError("iterations must be at least 1")
+    from numasim.repeat import check_iterations
+
+    check_iterations(iterations)
     runs = []
     for i in range(iterations):
         ov = list(overrides.items() if isinstance(overrides, dict) else (overrides or []))

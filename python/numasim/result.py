@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 from pathlib import Path
 
 import pandas as pd
 
 PAGE_SIZE = 4096
 GIB = 1 << 30
+
+
+class IncompleteRunWarning(UserWarning):
+    """A run stopped at run.max_sim_s before its workloads finished: its times are the
+    limit, not the workloads'."""
 
 
 class Result:
@@ -41,8 +48,14 @@ class Result:
         """Every workload finished before run.max_sim_s."""
         if "completed" in self.raw:
             return bool(self.raw["completed"])
-        limit = self.scenario.get("run", {}).get("max_sim_s")
-        return limit is None or self.elapsed_s < float(limit)
+        limit = self.max_sim_s
+        return limit is None or self.elapsed_s < limit
+
+    @property
+    def run_id(self) -> str:
+        """The run's id: the first 16 hex digits of the SHA-256 of its JSON text (the same
+        scenario and seed give the same id). Parquet sidecars record it."""
+        return hashlib.sha256(self.json_text.encode("utf-8")).hexdigest()[:16]
 
     @property
     def scenario(self) -> dict:
@@ -60,9 +73,25 @@ class Result:
     def interrupts(self) -> dict:
         return self.raw.get("interrupts", {})
 
+    @property
+    def max_sim_s(self):
+        """The run's simulated-time limit (run.max_sim_s), or None if the result lacks it."""
+        limit = self.scenario.get("run", {}).get("max_sim_s")
+        return None if limit is None else float(limit)
+
+    def incomplete_message(self) -> str:
+        """Why this run must not be read as finished ("" when it completed)."""
+        if self.completed:
+            return ""
+        limit = self.max_sim_s
+        at = f" = {limit:g} s" if limit is not None else ""
+        return (f"the run stopped at run.max_sim_s{at} before its workloads finished: "
+                f"its times are the limit, not the workloads' (raise run.max_sim_s)")
+
     def __repr__(self) -> str:
         kinds = ",".join(p.get("comm", "?") for p in self.processes)
-        return f"<numasim.Result {kinds} elapsed_s={self.elapsed_s:.3f} seed={self.seed}>"
+        mark = "" if self.completed else " INCOMPLETE (stopped at run.max_sim_s)"
+        return f"<numasim.Result {kinds} elapsed_s={self.elapsed_s:.3f} seed={self.seed}{mark}>"
 
     # ------------------------------------------------------------ frames
     @property
@@ -132,7 +161,14 @@ class Result:
         return self.json_text
 
     def save(self, path) -> None:
-        Path(path).write_text(self.json_text, encoding="utf-8")
+        """Write the JSON to a temporary name beside ``path``, then rename it into place."""
+        path = Path(path)
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        try:
+            tmp.write_text(self.json_text, encoding="utf-8")
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
 
     @classmethod
     def load(cls, path) -> "Result":

@@ -52,7 +52,9 @@ def read_source(source) -> str | dict:
     if isinstance(source, dict):
         return source
     if isinstance(source, Path) or (isinstance(source, str) and _looks_like_path(source)):
-        return Path(source).read_text(encoding="utf-8")  # FileNotFoundError is fine
+        from numasim.textfile import read_text
+
+        return read_text(source, "TOML")  # FileNotFoundError is fine
     if isinstance(source, str):
         return source
     raise TypeError(f"scenario must be a path, TOML text or dict, not {type(source).__name__}")

@@ -109,10 +109,11 @@ impl Simulation {
             .filter(|&t| {
                 let p = &k.tasks[t];
                 p.state == TaskState::Sleeping
-                    && match p.wake_at {
-                        Some(at) => at <= next_tick,
-                        None => p.children.iter().all(|&c| k.tasks[c].state == TaskState::Exited),
-                    }
+                    && (p.kill_at.is_some_and(|at| at <= next_tick) // a SIGKILL wakes it to exit
+                        || match p.wake_at {
+                            Some(at) => at <= next_tick,
+                            None => p.children.iter().all(|&c| k.tasks[c].state == TaskState::Exited),
+                        })
             })
             .collect();
         for t in sleepers {

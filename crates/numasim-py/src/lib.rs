@@ -7,6 +7,7 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::{Duration, Instant};
 
 create_exception!(_engine, NumasimError, PyException, "Base class of every numasim error.");
 create_exception!(_engine, ScenarioError, NumasimError, "The scenario is malformed or impossible; `.errors` lists each problem.");
@@ -53,21 +54,37 @@ fn to_pyerr(py: Python<'_>, f: Failure) -> PyErr {
     }
 }
 
-/// Run a scenario given as TOML text; returns the result as JSON text. With `progress`, the
-/// engine runs in slices of simulated time and calls `progress(sim_ns, max_sim_ns, events)`
-/// (holding the GIL) after each; an exception it raises (e.g. KeyboardInterrupt) stops the run.
+/// Wall time the engine runs without the GIL between two checks for signals (Ctrl-C) and
+/// progress calls: a SIGINT stops a run within about this long (plus one tick).
+const POLL: Duration = Duration::from_millis(20);
+
+/// Run a scenario given as TOML text; returns the result as JSON text. The engine runs in
+/// slices with the GIL released: at most about `POLL` of wall time and, with `progress`, at
+/// most 1/1000 of `run.max_sim_s` (10 ms to 1 s) of simulated time. After each slice pending
+/// signals are handled (`PyErr_CheckSignals`: Ctrl-C raises KeyboardInterrupt and ends the run)
+/// and `progress(sim_ns, max_sim_ns, events)` is called if given; an exception it raises also
+/// stops the run.
 #[pyfunction]
 #[pyo3(signature = (scenario_toml, host_memory_bytes=None, progress=None))]
 fn run(py: Python<'_>, scenario_toml: String, host_memory_bytes: Option<u64>, progress: Option<PyObject>) -> PyResult<String> {
-    let Some(cb) = progress else {
-        return enter_engine(py, move || numasim_engine::run_toml(&scenario_toml, host_memory_bytes)).map_err(|f| to_pyerr(py, f));
-    };
     let mut sim = enter_engine(py, move || numasim_engine::prepare_toml(&scenario_toml, host_memory_bytes)).map_err(|f| to_pyerr(py, f))?;
     loop {
         let (now, max, _) = sim.progress();
-        let until = now + (max / 1000).clamp(10_000_000, 1_000_000_000);
-        let more = enter_engine(py, || sim.step_until(until)).map_err(|f| to_pyerr(py, f))?;
-        cb.call1(py, sim.progress())?;
+        let until = if progress.is_some() { now + (max / 1000).clamp(10_000_000, 1_000_000_000) } else { u64::MAX };
+        let more = enter_engine(py, || {
+            let start = Instant::now();
+            while sim.step()? {
+                if sim.k.now >= until || start.elapsed() >= POLL {
+                    return Ok(true);
+                }
+            }
+            Ok(false)
+        })
+        .map_err(|f| to_pyerr(py, f))?;
+        py.check_signals()?;
+        if let Some(cb) = &progress {
+            cb.call1(py, sim.progress())?;
+        }
         if !more {
             break;
         }

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
 from numasim.result import Result
@@ -127,8 +125,9 @@ def run_many(scenarios: dict, max_workers: int = 2) -> dict:
     if max_workers <= 1 or len(keys) <= 1:
         raw = [_run_one(scenarios[k]) for k in keys]
     else:
-        ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=min(max_workers, 2), mp_context=ctx) as pool:
+        from numasim.pool import process_pool
+
+        with process_pool(min(max_workers, len(keys))) as pool:
             raw = list(pool.map(_run_one, [scenarios[k] for k in keys]))
     out = {}
     for k, (status, payload) in zip(keys, raw):

@@ -150,6 +150,10 @@ def cmd_hostrun(args) -> int:
     import numasim
     from numasim.scenario import parse_set, scenario_toml
 
+    if args.save:
+        from numasim.outpaths import check_output
+
+        check_output(args.save, "file", "--save")
     overrides = [parse_set(s) for s in args.set or []]
     resolved = numasim.resolve(scenario_toml(args.scenario, overrides=overrides))
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731

@@ -68,7 +68,9 @@ def validate(name_or_path: str, kernel: str = "6.12", *, out: Path | None = None
         vm = build_result(parse_console(Path(vm_result).read_text(errors="replace")), resolved,
                           {"kind": "qemu", "kernel_choice": kernel, "accel": "tcg", "console": str(vm_result)})
     elif vm_result:
-        vm = numasim.Result.load(vm_result)
+        from numasim.storage import load_result
+
+        vm = load_result(vm_result, check=False)
     else:
         from numasim.realkernel.vm import run_vm
 
@@ -91,8 +93,11 @@ def cmd_validate(args) -> int:
         from numasim.scenario import UsageError
 
         raise UsageError("give a scenario (a file or a shipped name: numasim validate --list)")
+    from numasim.outpaths import check_output
     from numasim.scenario import parse_set
 
+    if args.out:
+        check_output(args.out, "dir", "--out")
     overrides = [parse_set(s) for s in args.set or []]
     log = (lambda m: print(m, file=sys.stderr, flush=True)) if not args.quiet else None
     kernels = args.kernel or ["6.12"]

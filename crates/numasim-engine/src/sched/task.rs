@@ -72,6 +72,8 @@ pub struct Task {
     pub parent: Option<usize>,
     /// Sleeping until this time (ns) rather than for children.
     pub wake_at: Option<u64>,
+    /// SIGKILL at this time (ns): the task exits then, whatever its program is doing.
+    pub kill_at: Option<u64>,
     /// Accesses made in a timed random-access phase, and its CPU time so far (pmbench).
     pub accesses: f64,
     pub access_ns: f64,

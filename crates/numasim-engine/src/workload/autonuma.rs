@@ -240,6 +240,7 @@ pub(crate) fn new_task(k: &mut Kernel, mm: usize, comm: &str, workload: usize, p
         children: Vec::new(),
         parent,
         wake_at: None,
+        kill_at: None,
         syscall: None,
         accesses: 0.0,
         access_ns: 0.0,

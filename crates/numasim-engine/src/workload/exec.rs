@@ -121,6 +121,15 @@ impl Kernel {
             self.tasks[t].wait_debt_ns -= pay;
         }
         self.unpin_completed_io(t);
+        // A SIGKILL due in this tick: the task runs until then, then exits. It acts on the way
+        // back to user space, so not before the task's debts (kernel work) are paid.
+        let kill = self.tasks[t].kill_at.filter(|&at| at < self.now + self.tick_ns && b > 0.0).map(|at| at.saturating_sub(self.now) as f64);
+        let mut past_kill = 0.0;
+        if let Some(d) = kill {
+            let usable = (d - (tick - b)).max(0.0);
+            past_kill = b - usable;
+            b = usable;
+        }
         while b > 0.0 && self.tasks[t].state == TaskState::Runnable && self.oom.is_none() {
             self.set_clock(b);
             let pc = self.tasks[t].pc;
@@ -231,7 +240,14 @@ impl Kernel {
                 }
             }
         }
-        tick - b.max(0.0)
+        let used = tick - past_kill - b.max(0.0);
+        if kill.is_some() && self.tasks[t].state == TaskState::Runnable {
+            // kernel/signal.c: get_signal -> do_exit, wherever the program was (a task that
+            // went to sleep first is woken by the signal and exits next tick)
+            self.set_clock(tick - used);
+            self.task_exit(t, used);
+        }
+        used
     }
 
     /// migrate_pages(2) or move_pages(2) of workload `workload`'s first process: the selected

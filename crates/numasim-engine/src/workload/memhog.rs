@@ -55,8 +55,11 @@ impl MemoryEaterSpec {
     pub fn build(&self, k: &mut Kernel, index: usize) {
         let mm = new_mm(k, "memhog");
         let vma = k.mms[mm].mmap_anon(self.footprint_pages(), VM_READ | VM_WRITE);
-        let prog = vec![Op::SetPolicy(Mempolicy::bind(1 << self.node)), Op::Sweep { vma, first: 0, npages: self.footprint_pages(), passes: 1 }, Op::SleepUntil((self.free_at_s * 1e9) as u64)];
-        new_task(k, mm, "memhog", index, prog, None, (self.start_s * 1e9) as u64);
+        let free_at = (self.free_at_s * 1e9) as u64;
+        let prog = vec![Op::SetPolicy(Mempolicy::bind(1 << self.node)), Op::Sweep { vma, first: 0, npages: self.footprint_pages(), passes: 1 }, Op::SleepUntil(free_at)];
+        let t = new_task(k, mm, "memhog", index, prog, None, (self.start_s * 1e9) as u64);
+        // killed at free_at_s even if still filling (SIGKILL -> do_exit -> exit_mmap frees it)
+        k.tasks[t].kill_at = Some(free_at);
     }
 }
 
@@ -65,6 +68,36 @@ mod tests {
     use crate::scenario::parse_scenario;
     use crate::simulation::Simulation;
     use crate::vmstat::VmEvent;
+
+    /// `free_at_s` kills the eater at that time even in the middle of its fill (SIGKILL ->
+    /// do_exit -> exit_mmap): it exits at exactly free_at_s and its pages are freed in that tick,
+    /// not when the fill would have ended.
+    #[test]
+    fn eater_is_killed_at_free_at_even_mid_fill() {
+        let text = crate::testutil::SMALL
+            .replace("[[workload]]\nkind = \"numa02\"\nsize_mib = 64\npasses = 1000\nthreads = 4\n", "[[workload]]\nkind = \"memory_eater\"\nsize_gib = 0.9\nnode = 1\nfree_at_s = 0.201\n");
+        let mut sim = Simulation::new(&parse_scenario(&text).unwrap()).unwrap();
+        let t = sim.k.tasks.iter().position(|t| t.comm == "memhog").expect("eater task");
+        let mm = sim.k.tasks[t].mm;
+        let full = (0.9 * 262144.0) as u64;
+        let mut held = 0;
+        // HZ 250: the kill falls 1 ms into the tick that starts at 0.2 s
+        while sim.k.now <= 200_000_000 {
+            held = sim.k.mms[mm].node_pages[1];
+            if !sim.step().unwrap() {
+                break; // the eater was the only task
+            }
+        }
+        assert!(held > 0 && held < full / 2, "still filling at 0.2 s: {held} of {full} pages");
+        let k = &sim.k;
+        assert_eq!(k.tasks[t].state, crate::sched::task::TaskState::Exited);
+        assert_eq!(k.tasks[t].exit_ns, 201_000_000, "killed at free_at_s");
+        assert!(k.mms[mm].exited, "exit_mmap ran in the kill's tick");
+        assert_eq!(k.nodes[1].used, 0, "every page back on node 1");
+        assert_eq!(k.vmstat.get(VmEvent::Pgfree), k.vmstat.get(VmEvent::Pgalloc));
+        assert!(k.vmstat.get(VmEvent::Pgalloc) < full);
+        assert!(sim.finished() && sim.k.now == 204_000_000, "the run ends with the eater's tick: {} s", sim.now_s());
+    }
 
     /// The eater's fill of fresh blocks (do_anonymous_page once per page, in the sweep's
     /// tight loop) allocates every page once on the bound node and charges each page one
