@@ -128,36 +128,38 @@ def test_failed_runs_fail_their_checks():
     assert not rows["64K numa02 elapsed_s"].ok
     assert rows["64K numa02 elapsed_s"].values == {"base": 13.24, "patched": None}
     assert rows["64K numa02 patched/base"].values == {"patched": None}
-    assert not rows["2M numa02 numa_pte_updates = 512 × numa_huge_pte_updates"].ok
-    assert not rows["2M numa02 hint faults ≤ PMDs protected"].ok
+    assert not rows["2M numa02 base-page PTE updates besides 512 × numa_huge_pte_updates"].ok
+    assert not rows["2M numa02 hint faults ≤ PMDs + base pages protected"].ok
     assert not rows["run 64K numa02 patched failed"].ok
     assert rows["64K numa02_SMT elapsed_s"].ok
 
 
 @pytest.mark.parametrize("pte, huge, hint, ok_pte, ok_hint", [
     (512 * 32, 32, 32, True, True),
-    (512 * 32 + 1, 32, 32, False, True),  # a base-page update besides the PMDs
-    (0, 0, 0, False, False),              # nothing scanned
-    (512 * 32, 32, 33, True, False),      # more hint faults than PMDs protected
+    (512 * 32 + 20, 32, 52, True, True),    # the image's base pages, one hint fault each
+    (512 * 32 - 1, 32, 32, False, True),    # a PMD counted with fewer than 512 pages
+    (512 * 32 + 1000, 32, 32, False, True), # far more base pages than an image has
+    (0, 0, 0, False, False),                # nothing scanned
+    (512 * 32 + 20, 32, 53, True, False),   # more hint faults than PMDs and pages protected
 ])
 def test_pmd_checks(pte, huge, hint, ok_pte, ok_hint):
     res = changelog_results()
     res["2M", "numa02", "patched"] = fake(9.0, hint=hint, pte=pte, huge=huge)
     rows = rows_by_metric(res)
-    assert rows["2M numa02 numa_pte_updates = 512 × numa_huge_pte_updates"].ok is ok_pte
-    assert rows["2M numa02 hint faults ≤ PMDs protected"].ok is ok_hint
+    assert rows["2M numa02 base-page PTE updates besides 512 × numa_huge_pte_updates"].ok is ok_pte
+    assert rows["2M numa02 hint faults ≤ PMDs + base pages protected"].ok is ok_hint
 
 
 # ---------------------------------------------------------------- one real small run
 
 
 def test_small_numa02_base_never_scans_mthp():
-    """Before 6.10 PTE-mapped mTHP are never made PROT_NONE: no hint fault at all."""
+    """Before 6.10 PTE-mapped mTHP are never made PROT_NONE: the only hint faults are on the
+    process image's base pages (workload/image.rs), a handful against the patched run's."""
     counters = {}
     for column in COLUMNS:
         r = numasim.run(mn.to_toml(mn.scenario("16K", "numa02", column, SMALL_OVERRIDES)))
         assert r.raw["mthp"]["hugepages-16kB"]["anon_fault_alloc"] > 0, column
         counters[column] = r.counters
-    assert counters["base"]["numa_hint_faults"] == 0
-    assert counters["base"]["numa_pte_updates"] == 0
-    assert counters["patched"]["numa_hint_faults"] > 0
+    assert counters["base"]["numa_hint_faults"] * 100 < counters["patched"]["numa_hint_faults"]
+    assert counters["base"]["numa_pte_updates"] * 100 < counters["patched"]["numa_pte_updates"]

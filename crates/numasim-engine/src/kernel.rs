@@ -94,6 +94,12 @@ pub struct Kernel {
     pub trace: crate::trace::TraceLog,
     /// Per CPU, the base folios waiting in its LRU add batch (mm/swap.rs).
     pub lru_add: Vec<Vec<crate::mm::rmap::PageRef>>,
+    /// The image of the processes of the workload being built (workload/image.rs).
+    pub image_preset: crate::workload::image::ImagePreset,
+    /// A VM's host cores (`machine.host_cores`), and the ns of this tick the host takes from
+    /// each busy vCPU when more vCPUs are busy than it has cores.
+    pub host_cores: Option<u32>,
+    pub host_steal_ns: f64,
 }
 
 impl Kernel {
@@ -153,7 +159,23 @@ impl Kernel {
             folio_migrations: Default::default(),
             trace: Default::default(),
             lru_add: vec![Vec::new(); s.machine.topology.nr_cpus()],
+            image_preset: crate::workload::image::ImagePreset::None,
+            host_cores: s.machine.host_cores,
+            host_steal_ns: 0.0,
         }
+    }
+
+    /// With `machine.host_cores`, each busy vCPU runs only host_cores / busy of the tick: the
+    /// rest is stolen by the host (TCG vCPU threads take turns on the host's cores), while the
+    /// guest still counts it as the task's runtime.
+    pub fn update_host_steal(&mut self) {
+        self.host_steal_ns = match self.host_cores {
+            Some(h) => {
+                let busy = self.cpus.iter().filter(|c| !c.rq.is_empty()).count().max(1);
+                self.tick_ns as f64 * (1.0 - (h as f64 / busy as f64).min(1.0))
+            }
+            None => 0.0,
+        };
     }
 
     #[inline]

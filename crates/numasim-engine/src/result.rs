@@ -36,13 +36,14 @@ impl Samples {
             self.tasks.push((i, t.pid, t.tgid, k.topo.cpu_node[t.cpu] as u8, pref));
         }
         for m in k.mms.iter().filter(|m| m.users > 0) {
-            let total: u64 = m.vmas.iter().map(|v| v.pt.len()).sum();
+            // the memory the workload mapped, not the program's image
+            let total: u64 = m.vmas.iter().filter(|v| !v.image).map(|v| v.pt.len()).sum();
             if total == 0 {
                 continue;
             }
             let mut acc = vec![[0u64; MAX_NODES]; PLACEMENT_BUCKETS];
             let mut base = 0u64;
-            for v in &m.vmas {
+            for v in m.vmas.iter().filter(|v| !v.image) {
                 for (b, blk) in v.pt.blocks.iter().enumerate() {
                     let bucket = ((base + b as u64 * BLOCK_PAGES) * PLACEMENT_BUCKETS as u64 / total) as usize;
                     for n in 0..k.topo.nr_nodes {
@@ -355,6 +356,7 @@ impl RunResult {
             "series": {"vmstat": vmstat, "memory": memory, "tasks": tasks_series, "placement": placement, "scan_seq": scan_seq},
             "numa_events": numa_events,
             "numa_events_dropped": self.trace.dropped,
+            "numa_fault_migrate_fail": self.trace.migrate_fail_faults,
             "skip_vma": crate::sched::numa::scan_vma::NumaVmaSkip::ALL.iter().filter(|r| self.trace.skip_vma[**r as usize] > 0)
                 .map(|r| (r.name().to_string(), json!(self.trace.skip_vma[*r as usize]))).collect::<Map<String, Value>>(),
             "mthp": self.mthp.iter().map(|(size, a, f)| (format!("hugepages-{size}"), json!({"anon_fault_alloc": a, "anon_fault_fallback": f}))).collect::<Map<String, Value>>(),

@@ -29,7 +29,12 @@ impl Simulation {
         let mut k = Kernel::new(s);
         let mut rng = Rng::new(s.seed, RNG_WORKLOAD);
         for (i, w) in s.workloads.iter().enumerate() {
+            let first_mm = k.mms.len();
+            k.image_preset = s.images[i];
             w.build(&mut k, i, &mut rng);
+            for mm in first_mm..k.mms.len() {
+                k.map_image_high(mm);
+            }
         }
         let sample_ns = s.run.sample_interval_ms * 1_000_000;
         let placement_ns = s.run.placement_interval_ms * 1_000_000;
@@ -81,6 +86,7 @@ impl Simulation {
             k.switch_mm(cpu, next);
         }
         k.update_page_costs();
+        k.update_host_steal();
         k.collect_sampler_threads();
         k.numa_scan_window_race();
         k.run_numa_task_work();

@@ -38,6 +38,7 @@ kind = "numa02"
 size_mib = 64
 passes = 1000
 threads = 4
+image = "none"
 "#;
 
 /// A kernel whose threads are running (one per CPU) after the main thread's first touch.

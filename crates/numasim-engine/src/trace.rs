@@ -38,6 +38,8 @@ pub struct TraceLog {
     pub dropped: u64,
     /// sched_skip_vma_numa hits by reason (`NumaVmaSkip` order).
     pub skip_vma: [u64; 7],
+    /// task_numa_fault calls with TNF_MIGRATE_FAIL (what `numasim validate`'s kprobe counts).
+    pub migrate_fail_faults: u64,
 }
 
 impl Kernel {

@@ -31,8 +31,11 @@ fn check_invariants(r: &RunResult) {
     assert!(r.samples.tasks.iter().all(|t| (t.4 as i64) < r.nr_nodes as i64 && (t.3 as usize) < r.nr_nodes));
 }
 
+/// `kind` alone on the default machine, without a process image (workload/image.rs: its
+/// thread stacks and libraries change how fast the scanner reaches the buffers, which the
+/// tests using this look past).
 fn workload(kind: &str, balancing: bool) -> String {
-    format!("[kernel]\nnuma_balancing = {balancing}\n[[workload]]\nkind = \"{kind}\"\n")
+    format!("[kernel]\nnuma_balancing = {balancing}\n[[workload]]\nkind = \"{kind}\"\nimage = \"none\"\n")
 }
 
 /// Hint-local percent over the last `frac` of the run and the faults it rests on. If no hint
@@ -271,7 +274,7 @@ fn host_memory_estimate_counts_page_state() {
 fn move_pages_moves_the_requested_range() {
     let text = format!(
         "{SMALL_MACHINE}[kernel]\nnuma_balancing = false\n\
-         [[workload]]\nkind = \"numa02_SMT\"\nsize_mib = 256\npasses = 400\n\
+         [[workload]]\nkind = \"numa02_SMT\"\nsize_mib = 256\npasses = 400\nimage = \"none\"\n\
          [[workload]]\nkind = \"move_pages\"\ntarget = 0\nnode = 1\nfirst_mib = 0\nsize_mib = 64\nstart_s = 0.5\n"
     );
     let r = run_toml(&text);
@@ -391,7 +394,7 @@ fn numa02_threads_prefer_their_memory_node() {
 /// a hinting fault takes an extra write fault; with it (b191f9b106ea) none.
 #[test]
 fn preserving_the_write_bit_saves_write_faults() {
-    let text = |preserve: bool| format!("[kernel.features]\nnuma-preserve-write = {preserve}\n[[workload]]\nkind = \"numa02\"\n");
+    let text = |preserve: bool| format!("[kernel.features]\nnuma-preserve-write = {preserve}\n[[workload]]\nkind = \"numa02\"\nimage = \"none\"\n");
     let (off, on) = (run_toml(&text(false)), run_toml(&text(true)));
     let extra = off.counter("pgfault") - off.counter("numa_hint_faults");
     let base = on.counter("pgfault") - on.counter("numa_hint_faults");
@@ -409,7 +412,7 @@ fn remote_toucher_pulls_buffer_to_the_run_node() {
     let sc = |balancing: bool, thp: &str, advice: &str| {
         format!(
             "[machine]\nprofile = \"intel-2s-128g\"\ncpus_per_node = 2\nmemory_gib_per_node = 2\n[kernel]\nnuma_balancing = {balancing}\n[kernel.thp]\nenabled = \"{thp}\"\n\
-             [[workload]]\nkind = \"remote_toucher\"\nsize_mib = 32\nduration_s = 6\nmadvise = \"{advice}\"\n[run]\nsample_interval_ms = 1000\n"
+             [[workload]]\nkind = \"remote_toucher\"\nsize_mib = 32\nduration_s = 6\nmadvise = \"{advice}\"\nimage = \"none\"\n[run]\nsample_interval_ms = 1000\n"
         )
     };
     let last_on_node = |r: &RunResult, node: usize| r.samples.memory.iter().filter(|m| m.2 == node).map(|m| (m.0, m.3)).max().map_or(0, |m| m.1);
@@ -443,7 +446,7 @@ fn pinned_guest_with_the_rfc_loses_numa_flushes_hint_faults_and_failures() {
         let f = if patched { "[kernel.features]\nnuma-skip-pinned = true\nmmu-notifier-range-numa = true\nkvm-skip-pinned-zap = true\n" } else { "" };
         format!(
             "[machine]\nprofile = \"intel-2s-128g\"\ncpus_per_node = 4\n[kernel]\nversion = \"6.4\"\n{f}[kernel.thp]\nenabled = \"madvise\"\n\
-             [[workload]]\nkind = \"kvm_guest\"\nvcpus = 8\nmemory_mib = 2048\nduration_s = 20\n"
+             [[workload]]\nkind = \"kvm_guest\"\nvcpus = 8\nmemory_mib = 2048\nduration_s = 20\nimage = \"none\"\n"
         )
     };
     let (base, patched) = (run_toml(&sc(false)), run_toml(&sc(true)));
@@ -468,7 +471,7 @@ fn pmbench_linear_walks_the_set_in_order() {
     let text = |balancing: bool, extra: &str| {
         format!(
             "[machine]\nprofile = \"intel-2s-128g\"\ncpus_per_node = 8\nmemory_gib_per_node = 2\n[kernel]\nnuma_balancing = {balancing}\n\
-             [[workload]]\nkind = \"pmbench\"\nthreads = 2\nset_mib = 64\nmap_mib = 128\npattern = \"linear\"\nnodes = [0]\nduration_s = 3.0\n{extra}"
+             [[workload]]\nkind = \"pmbench\"\nthreads = 2\nset_mib = 64\nmap_mib = 128\npattern = \"linear\"\nnodes = [0]\nduration_s = 3.0\nimage = \"none\"\n{extra}"
         )
     };
     let r = run_toml(&text(false, ""));
@@ -498,7 +501,7 @@ fn pmbench_first_loads_map_the_zero_page() {
     let run = |read_ratio: u32, balancing: bool| {
         run_toml(&format!(
             "[machine]\nprofile = \"intel-2s-128g\"\ncpus_per_node = 8\nmemory_gib_per_node = 2\n[kernel]\nnuma_balancing = {balancing}\n\
-             [[workload]]\nkind = \"pmbench\"\nthreads = 4\nset_mib = 64\npattern = \"uniform\"\nread_ratio = {read_ratio}\nduration_s = 3.0\n"
+             [[workload]]\nkind = \"pmbench\"\nthreads = 4\nset_mib = 64\npattern = \"uniform\"\nread_ratio = {read_ratio}\nduration_s = 3.0\nimage = \"none\"\n"
         ))
     };
     let pages = 64 * 256;

@@ -142,19 +142,23 @@ def build_rows(results: dict) -> list:
 
 
 def pmd_rows(r) -> list:
-    """The PMD-THP counter checks on the (2M, numa02, patched) run (None: it failed)."""
+    """The PMD-THP counter checks on the (2M, numa02, patched) run (None: it failed). Each PMD
+    made PROT_NONE counts 512 in numa_pte_updates and 1 in numa_huge_pte_updates; the process's
+    own small memory (workload/image.rs: stacks, heap, libraries) is base pages and adds a few
+    single updates, and at most one hint fault per page or PMD protected."""
     pte = counter(r, "numa_pte_updates") if r is not None else None
     huge = counter(r, "numa_huge_pte_updates") if r is not None else None
     hint = counter(r, "numa_hint_faults") if r is not None else None
     h = "-" if huge is None else huge
+    base = pte - HPAGE_PMD_NR * huge if r is not None else None
     return [
-        Row(f"{PMD} {PMD_TEST} numa_pte_updates = {HPAGE_PMD_NR} × numa_huge_pte_updates",
-            {"patched": pte},
-            check=f"== {HPAGE_PMD_NR} × numa_huge_pte_updates ({h}), which is > 0",
-            ok=r is not None and huge > 0 and pte == HPAGE_PMD_NR * huge),
-        Row(f"{PMD} {PMD_TEST} hint faults ≤ PMDs protected", {"patched": hint},
-            check=f"0 < numa_hint_faults ≤ numa_huge_pte_updates ({h})",
-            ok=r is not None and 0 < hint <= huge),
+        Row(f"{PMD} {PMD_TEST} base-page PTE updates besides {HPAGE_PMD_NR} × numa_huge_pte_updates",
+            {"patched": base},
+            check=f"numa_huge_pte_updates ({h}) > 0, and 0 ≤ base pages ≤ 1% of numa_pte_updates",
+            ok=r is not None and huge > 0 and 0 <= base <= pte / 100),
+        Row(f"{PMD} {PMD_TEST} hint faults ≤ PMDs + base pages protected", {"patched": hint},
+            check=f"0 < numa_hint_faults ≤ numa_huge_pte_updates ({h}) + base pages",
+            ok=r is not None and 0 < hint <= huge + max(base, 0)),
     ]
 
 

@@ -52,7 +52,8 @@ def parse_console(text: str) -> dict:
     out = {"boot": {}, "begin": None, "settings": {}, "vmstat_begin": None, "vmstat_end": None,
            "samples": [], "irq": [], "mem": [], "starts": {}, "exits": {}, "calls": [],
            "workload_lines": [], "errors": [], "warnings": [], "timeout": None, "end": None,
-           "panic": None, "done": None, "skipped": 0, "tasks": [], "trace": [], "skipvma": {}, "vmas": []}
+           "panic": None, "done": None, "skipped": 0, "tasks": [], "trace": [], "skipvma": {}, "vmas": [],
+           "tracecount": {}}
     for raw in text.splitlines():
         line = raw.rstrip("\r")
         if out["panic"] is None and ("Kernel panic" in line or "BUG: kernel NULL" in line):
@@ -110,6 +111,8 @@ def parse_console(text: str) -> dict:
             out["trace"].append(f)
         elif tag == "vma":
             out["vmas"].append(f)
+        elif tag == "tracecount":
+            out["tracecount"][str(f.get("event"))] = int(f.get("n", 0))
         elif tag == "skipvma":
             out["skipvma"][str(f.get("reason"))] = int(f.get("n", 0))
         elif tag == "start":
@@ -223,6 +226,7 @@ def build_result(p: dict, scenario: dict, source: dict, seed=None) -> Result:
         "numa_events": numa_events(p, scenario),
         "skip_vma": p.get("skipvma", {}),
         "vmas": p.get("vmas", []),
+        "trace_counts": p.get("tracecount", {}),
         "interrupts": interrupts,
         "processes": processes,
         "syscalls": p["calls"],

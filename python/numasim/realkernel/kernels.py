@@ -36,8 +36,7 @@ class KernelChoice:
 KERNELS = {
     "6.1": KernelChoice("6.1", (("main", "bookworm"), ("security", "bookworm-security")), "linux-source-6.1", "6.1"),
     "6.12": KernelChoice("6.12", (("main", "bookworm-backports"),), "linux-source-6.12", "6.12"),
-    # 7.3 is newer than any version the engine knows; 6.14 is its newest profile.
-    "7.3": KernelChoice("7.3", (("main", "trixie-backports"),), "linux-source-7.3", "6.14"),
+    "7.3": KernelChoice("7.3", (("main", "trixie-backports"),), "linux-source-7.3", "7.3"),
 }
 
 

@@ -3,7 +3,7 @@ kernel in a QEMU VM, counters side by side.
 
 The simulation runs with the scenario's machine (which for the shipped validation scenarios
 is the VM's: 2 nodes x 2 CPUs x 2 GiB, with memory costs measured under TCG) and the kernel
-profile matching V (6.1 -> "6.1", 6.12 -> "6.12", 7.3 -> "6.14", the newest the engine knows).
+profile matching V (6.1 -> "6.1", 6.12 -> "6.12", 7.3 -> "7.3").
 """
 
 from __future__ import annotations
@@ -39,9 +39,14 @@ def scenario_path(name_or_path: str) -> Path:
 
 
 def scenario_dict(name_or_path: str, kernel: str, overrides=None) -> dict:
+    """The scenario as the simulation side runs it: the kernel profile matching `kernel`, and
+    every workload's process image that of numaw, the program the VM runs (workload/image.rs)."""
     src = read_source(str(scenario_path(name_or_path)))
     d = parse_toml(src) if isinstance(src, str) else src
     d.setdefault("kernel", {})["version"] = choice(kernel).profile
+    for w in d.get("workload", []):
+        if isinstance(w, dict):
+            w["image"] = "numaw"
     if overrides:
         apply_overrides(d, overrides)
     return d

@@ -93,9 +93,13 @@ if [ -d $T/events/sched ]; then
              rest = substr($0, RSTART + RLENGTH); sub(/^\([^)]*\) */, "", rest)
              task = $1; sub(/.*-/, "", task)
              if (ev == "skip_vma_numa") { r = rest; sub(/.*reason=/, "", r); sub(/ .*/, "", r); skip[r]++ }
+             cnt[ev]++
+             if ((ev == "numa_fault_fail" && cnt[ev] > 300) || (ev == "skip_vma_numa" && cnt[ev] > 1000)) next
              n++; if (n > 6000) next
              print "@nsw trace ts=" ts " task=" task " event=" ev " " rest }
-         END { for (r in skip) print "@nsw skipvma reason=" r " n=" skip[r]; if (n > 6000) print "@nsw warn trace_lines_dropped=" n - 6000 }' $T/trace
+         END { for (r in skip) print "@nsw skipvma reason=" r " n=" skip[r]
+               for (e in cnt) print "@nsw tracecount event=" e " n=" cnt[e]
+               if (n > 6000) print "@nsw warn trace_lines_dropped=" n - 6000 }' $T/trace
 fi
 echo "@nsw done rc=$rc"
 poweroff -f

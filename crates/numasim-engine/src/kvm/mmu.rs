@@ -115,7 +115,7 @@ mod tests {
         let machine = SMALL.split("[[workload]]").next().unwrap();
         small_kernel_from(&format!(
             "{machine}[kernel]\nversion = \"{version}\"\n[kernel.features]\n{features}\n[kernel.thp]\nenabled = \"{thp}\"\n\
-             [[workload]]\nkind = \"kvm_guest\"\nvcpus = 4\nmemory_mib = {memory_mib}\npinned_fraction = {pinned}\nduration_s = 5.0\n"
+             [[workload]]\nkind = \"kvm_guest\"\nvcpus = 4\nmemory_mib = {memory_mib}\npinned_fraction = {pinned}\nduration_s = 5.0\nimage = \"none\"\n"
         ))
     }
 

@@ -35,6 +35,9 @@ pub struct Vma {
     pub policy: Option<Mempolicy>,
     pub pt: PageTable,
     pub numab: Option<VmaNumabState>,
+    /// Part of the program's own image (data, heap, stacks, libraries: workload/image.rs), not
+    /// of the memory the workload maps.
+    pub image: bool,
 }
 
 impl Vma {
@@ -69,6 +72,8 @@ pub struct Mm {
     pub longterm_pins: Vec<(usize, u64, u64)>,
     /// mm->tlb_flush_pending: the last scan window's change_protection ran over [from, until) ns.
     pub tlb_flush_pending: (u64, u64),
+    /// The program's own small memory (workload/image.rs), if modelled.
+    pub image: Option<crate::workload::image::Image>,
 }
 
 impl Mm {
@@ -89,6 +94,7 @@ impl Mm {
             io_pins: Vec::new(),
             longterm_pins: Vec::new(),
             tlb_flush_pending: (0, 0),
+            image: None,
         }
     }
 
@@ -100,7 +106,7 @@ impl Mm {
     /// Map a new anonymous VMA after the last one, 2 MiB aligned; returns its index.
     pub fn mmap_anon(&mut self, npages: u64, flags: u32) -> usize {
         let start = self.vmas.last().map(|v| v.end().div_ceil(512) * 512 + 512).unwrap_or(0x40000);
-        self.vmas.push(Vma { start, flags, anon: true, policy: None, pt: PageTable::new(npages), numab: None });
+        self.vmas.push(Vma { start, flags, anon: true, policy: None, pt: PageTable::new(npages), numab: None, image: false });
         self.vmas.len() - 1
     }
 }

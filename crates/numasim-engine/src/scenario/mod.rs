@@ -22,6 +22,8 @@ pub struct Scenario {
     pub machine: Machine,
     pub kernel: KernelConfig,
     pub workloads: Vec<WorkloadSpec>,
+    /// Each workload's process image (workload/image.rs).
+    pub images: Vec<crate::workload::image::ImagePreset>,
     pub run: RunConfig,
 }
 
@@ -33,6 +35,9 @@ pub struct Machine {
     /// Chance that a no-compaction allocation of a PMD-sized block finds none free on a node
     /// (smaller orders proportionally less); 0 = free memory is never fragmented.
     pub fragmentation: f64,
+    /// A virtual machine's vCPUs share this many host cores (None: bare metal): with more
+    /// vCPUs busy, each gets that share of every tick (the rest is stolen by the host).
+    pub host_cores: Option<u32>,
     pub cost: CostProfile,
 }
 

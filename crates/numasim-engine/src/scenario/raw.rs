@@ -43,6 +43,7 @@ pub struct RawMachine {
     pub memory_gib_per_node: Option<PerNode<f64>>,
     pub distances: Option<Vec<Vec<i64>>>,
     pub fragmentation: Option<f64>,
+    pub host_cores: Option<i64>,
     pub cost: Option<CostProfile>,
 }
 
@@ -112,6 +113,7 @@ pub struct RawWorkload {
     pub vcpus: Option<i64>,
     pub memory_mib: Option<i64>,
     pub pinned_fraction: Option<f64>,
+    pub image: Option<String>,
 }
 
 impl RawWorkload {

@@ -29,15 +29,15 @@ pub fn parse_scenario(text: &str) -> Result<Scenario> {
     let machine = resolve_machine(raw.machine, &mut p);
     let kernel = resolve_kernel(raw.kernel, &mut p);
     let run = resolve_run(raw.run, &mut p);
-    let workloads = match &machine {
+    let (workloads, images) = match &machine {
         Some(m) => resolve_workloads(raw.workload, &m.topology, &mut p),
-        None => Vec::new(),
+        None => (Vec::new(), Vec::new()),
     };
     if !p.is_empty() {
         return Err(Error::Scenario(p));
     }
     let machine = machine.expect("machine resolved when no problems");
-    Ok(Scenario { seed: raw.seed.unwrap_or(1), machine, kernel, workloads, run })
+    Ok(Scenario { seed: raw.seed.unwrap_or(1), machine, kernel, workloads, images, run })
 }
 
 fn syntax_error(text: &str, e: &toml::de::Error) -> Error {
@@ -186,6 +186,14 @@ fn resolve_machine(raw: Option<RawMachine>, p: &mut Problems) -> Option<Machine>
     if !(0.0..=1.0).contains(&fragmentation) {
         p.push(ScenarioProblem::new("machine.fragmentation", "invalid_value", format!("a probability in [0, 1], got {fragmentation}")));
     }
+    let host_cores = m.host_cores.and_then(|h| {
+        if (1..=4096).contains(&h) {
+            Some(h as u32)
+        } else {
+            p.push(ScenarioProblem::new("machine.host_cores", "invalid_value", format!("the host cores a VM's vCPUs share, 1..=4096, got {h}")));
+            None
+        }
+    });
     let cost = match m.cost {
         None => {
             p.push(ScenarioProblem::new("machine.cost", "invalid_value", "missing [machine.cost] (or give a profile)"));
@@ -200,7 +208,7 @@ fn resolve_machine(raw: Option<RawMachine>, p: &mut Problems) -> Option<Machine>
         return None;
     }
     let topology = Topology::build(&cpus?, smt as usize, mem?, distances);
-    Some(Machine { name: m.name.or(m.profile).unwrap_or_else(|| "custom".into()), description: m.description.unwrap_or_default(), topology, fragmentation, cost: cost? })
+    Some(Machine { name: m.name.or(m.profile).unwrap_or_else(|| "custom".into()), description: m.description.unwrap_or_default(), topology, fragmentation, host_cores, cost: cost? })
 }
 
 fn check_cost(c: &crate::cost::CostProfile, nodes: usize, p: &mut Problems) {
@@ -367,18 +375,18 @@ fn resolve_run(raw: Option<RawRun>, p: &mut Problems) -> RunConfig {
     RunConfig { sample_interval_ms: sample.max(1) as u64, max_sim_s: max, placement_interval_ms: placement.max(0) as u64 }
 }
 
-fn resolve_workloads(raw: Option<Vec<RawWorkload>>, topo: &Topology, p: &mut Problems) -> Vec<workload::WorkloadSpec> {
+fn resolve_workloads(raw: Option<Vec<RawWorkload>>, topo: &Topology, p: &mut Problems) -> (Vec<workload::WorkloadSpec>, Vec<workload::image::ImagePreset>) {
     let raw = raw.unwrap_or_default();
     if raw.is_empty() {
         p.push(ScenarioProblem::new("workload", "invalid_value", "at least one [[workload]] is needed"));
     }
-    let specs: Vec<_> = raw.iter().enumerate().filter_map(|(i, w)| workload::resolve(w, i, raw.len(), topo, p)).collect();
+    let (specs, images): (Vec<_>, Vec<_>) = raw.iter().enumerate().filter_map(|(i, w)| Some((workload::resolve(w, i, raw.len(), topo, p)?, workload::resolve_image(w, i, p)))).unzip();
     let need: u64 = specs.iter().map(|s| s.footprint_pages()).sum();
     let have: u64 = topo.node_pages.iter().sum();
     if need > have {
         p.push(ScenarioProblem::new("workload", "exceeds_machine_memory", format!("workloads need {:.1} GiB but the machine has {:.1} GiB", need as f64 / 262144.0, have as f64 / 262144.0)));
     }
-    specs
+    (specs, images)
 }
 
 #[cfg(test)]

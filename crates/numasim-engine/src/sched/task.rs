@@ -98,6 +98,9 @@ pub struct Task {
     pub cur_bytes: [f64; MAX_NODES],
     /// ns per page to each memory node this tick, after contention and SMT sharing.
     pub page_cost: [f64; MAX_NODES],
+    /// Small pages the thread touches all the time it runs (its stack, its arguments):
+    /// (VMA, page, written).
+    pub hot: Vec<(usize, u64, bool)>,
 }
 
 impl Task {

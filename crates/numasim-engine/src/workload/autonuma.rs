@@ -139,7 +139,7 @@ impl AutonumaSpec {
                 // numa01.c: nodemask_global = (time(NULL) & 1) + 1, shared by both processes
                 let x = rng.below(2) as usize;
                 for proc in 0..self.processes {
-                    let mm = new_mm(k, &comm);
+                    let mm = new_mm(k, &comm, self.threads);
                     let vma = k.mms[mm].mmap_anon(pages, VM_READ | VM_WRITE);
                     // HARD_BIND: the child (proc 1) runs on the first half, the parent on the second;
                     // INVERSE flips only the NODEMASK1 process (the source's copy-paste bug)
@@ -174,7 +174,7 @@ impl AutonumaSpec {
                 }
             }
             Test::Numa02 | Test::Numa02Smt => {
-                let mm = new_mm(k, &comm);
+                let mm = new_mm(k, &comm, self.threads);
                 let vma = k.mms[mm].mmap_anon(pages, VM_READ | VM_WRITE);
                 let chunk = pages / n as u64;
                 let mut prog = Vec::new();
@@ -210,10 +210,14 @@ impl AutonumaSpec {
     }
 }
 
-pub(crate) fn new_mm(k: &mut Kernel, comm: &str) -> usize {
+/// A new process (an exec'd program) with the image of the workload being built (image.rs)
+/// below the buffers it maps next; `threads`: the threads it will create.
+pub(crate) fn new_mm(k: &mut Kernel, comm: &str, threads: usize) -> usize {
     let pid = next_pid(k);
     k.mms.push(crate::mm::types::Mm::new(pid, comm, k.topo.nr_cpus()));
-    k.mms.len() - 1
+    let mm = k.mms.len() - 1;
+    k.map_image_low(mm, k.image_preset, threads);
+    mm
 }
 
 fn next_pid(k: &Kernel) -> u32 {
@@ -257,6 +261,7 @@ pub(crate) fn new_task(k: &mut Kernel, mm: usize, comm: &str, workload: usize, p
         last_bytes: [0.0; MAX_NODES],
         cur_bytes: [0.0; MAX_NODES],
         page_cost: [0.0; MAX_NODES],
+        hot: Vec::new(),
     });
     if let Some(p) = parent {
         k.tasks[p].children.push(t);

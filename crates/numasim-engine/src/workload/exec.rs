@@ -120,6 +120,10 @@ impl Kernel {
             b -= pay;
             self.tasks[t].wait_debt_ns -= pay;
         }
+        if self.host_steal_ns > 0.0 {
+            // a VM's vCPU waiting for a host core: the tick passes without work
+            b -= self.host_steal_ns.min(b);
+        }
         self.unpin_completed_io(t);
         // A SIGKILL due in this tick: the task runs until then, then exits. It acts on the way
         // back to user space, so not before the task's debts (kernel work) are paid.
@@ -129,6 +133,10 @@ impl Kernel {
             let usable = (d - (tick - b)).max(0.0);
             past_kill = b - usable;
             b = usable;
+        }
+        if b > 0.0 && !self.tasks[t].hot.is_empty() {
+            self.set_clock(b);
+            self.touch_hot_pages(t, &mut b);
         }
         while b > 0.0 && self.tasks[t].state == TaskState::Runnable && self.oom.is_none() {
             self.set_clock(b);
@@ -173,8 +181,15 @@ impl Kernel {
                         self.tasks[t].op_start_ns = None;
                     }
                 }
+                Op::Exec => {
+                    self.touch_image_at_exec(t, &mut b);
+                    self.tasks[t].pc += 1;
+                }
                 Op::Spawn => {
                     let children = self.tasks[t].children.clone();
+                    for &c in &children {
+                        self.image_clone(t, c, &mut b);
+                    }
                     self.spawned.extend(children);
                     self.tasks[t].pc += 1;
                 }
@@ -200,6 +215,7 @@ impl Kernel {
                     }
                 }
                 Op::MovePages { workload, vma, first, npages, to } => {
+                    let vma = self.workload_vma(workload, vma);
                     if self.sys_migrate(t, workload, PageSelection::Range { vma, first, npages }, to, &mut b) {
                         self.tasks[t].pc += 1;
                     }
@@ -248,6 +264,12 @@ impl Kernel {
             self.task_exit(t, used);
         }
         used
+    }
+
+    /// VMA `vma` of the ones workload `workload`'s first process mapped itself (after its image).
+    fn workload_vma(&self, workload: usize, vma: usize) -> usize {
+        let mm = self.tasks.iter().find(|x| x.workload == workload && x.parent.is_none()).map(|x| x.mm);
+        vma + mm.and_then(|mm| self.mms[mm].image.as_ref()).map_or(0, |i| i.first_buffer)
     }
 
     /// migrate_pages(2) or move_pages(2) of workload `workload`'s first process: the selected
@@ -423,7 +445,7 @@ impl Kernel {
                 // the accessible pages between them in a tight loop
                 let (mut i, mut f) = (idx, frac);
                 while i < seg_end {
-                    if f == 0.0 && !self.mms[mm].vmas[vma].pt.store_ok(i) && (!self.touch_page(t, vma, i, b) || *b <= 0.0) {
+                    if f == 0.0 && !self.mms[mm].vmas[vma].pt.store_ok(i) && (!self.access_page(t, vma, i, true, b) || *b <= 0.0) {
                         break;
                     }
                     let pt = &self.mms[mm].vmas[vma].pt;
@@ -517,9 +539,10 @@ impl Kernel {
         Some((i, 0.0))
     }
 
-    /// A store reaches page `idx`: take whatever faults it needs. False on out-of-memory.
+    /// A store (or a load: `write` false) reaches page `idx`: take whatever faults it needs,
+    /// paid from the budget `b`. False on out-of-memory.
     // mm/memory.c: handle_pte_fault dispatch (do_anonymous_page / do_numa_page / do_wp_page)
-    fn touch_page(&mut self, t: usize, vma: usize, idx: u64, b: &mut f64) -> bool {
+    pub fn access_page(&mut self, t: usize, vma: usize, idx: u64, write: bool, b: &mut f64) -> bool {
         let mm = self.tasks[t].mm;
         // the fault happens where the stream is in its tick
         self.set_clock(*b);
@@ -532,7 +555,7 @@ impl Kernel {
             let c = self.do_numa_page(t, vma, idx);
             self.charge_sys(t, c, b);
         }
-        if !self.mms[mm].vmas[vma].pt.writable(idx) {
+        if write && !self.mms[mm].vmas[vma].pt.writable(idx) {
             let c = self.do_wp_page(t, vma, idx);
             self.charge_sys(t, c, b);
         }

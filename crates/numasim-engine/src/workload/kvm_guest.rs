@@ -107,7 +107,7 @@ impl KvmGuestSpec {
     pub fn build(&self, k: &mut Kernel, index: usize, rng: &mut Rng) {
         let pages = self.footprint_pages();
         let pinned = self.pinned_pages();
-        let mm = new_mm(k, "qemu-system-x86");
+        let mm = new_mm(k, "qemu-system-x86", self.vcpus);
         // qemu_ram_alloc + qemu_madvise(QEMU_MADV_HUGEPAGE)
         let vma = k.mms[mm].mmap_anon(pages, VM_READ | VM_WRITE | VM_HUGEPAGE);
         let weights = vec![1.0 / pages as f64; pages as usize];

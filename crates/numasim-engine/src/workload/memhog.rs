@@ -53,7 +53,7 @@ impl MemoryEaterSpec {
     }
 
     pub fn build(&self, k: &mut Kernel, index: usize) {
-        let mm = new_mm(k, "memhog");
+        let mm = new_mm(k, "memhog", 0);
         let vma = k.mms[mm].mmap_anon(self.footprint_pages(), VM_READ | VM_WRITE);
         let free_at = (self.free_at_s * 1e9) as u64;
         let prog = vec![Op::SetPolicy(Mempolicy::bind(1 << self.node)), Op::Sweep { vma, first: 0, npages: self.footprint_pages(), passes: 1 }, Op::SleepUntil(free_at)];

@@ -42,7 +42,7 @@ impl MigratePagesSpec {
     }
 
     pub fn build(&self, k: &mut Kernel, index: usize) {
-        let mm = new_mm(k, "migratepages");
+        let mm = new_mm(k, "migratepages", 0);
         let mut prog = Vec::new();
         for _ in 0..self.loops {
             prog.push(Op::MigratePages { workload: self.target, from: self.from, to: self.to });
@@ -89,7 +89,7 @@ impl MovePagesSpec {
     }
 
     pub fn build(&self, k: &mut Kernel, index: usize) {
-        let mm = new_mm(k, "move_pages");
+        let mm = new_mm(k, "move_pages", 0);
         let npages = self.size_mib.map(|s| s * 256).unwrap_or(u64::MAX / 2);
         let mut prog = Vec::new();
         for _ in 0..self.loops {

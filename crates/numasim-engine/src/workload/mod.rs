@@ -2,6 +2,7 @@
 
 pub mod autonuma;
 pub mod exec;
+pub mod image;
 pub mod kvm_guest;
 pub mod memhog;
 pub mod migratepages;
@@ -29,6 +30,8 @@ pub enum Op {
     Sweep { vma: usize, first: u64, npages: u64, passes: u32 },
     /// The same stream, pass after pass, until `duration_ns` of wall time after the op starts.
     SweepFor { vma: usize, first: u64, npages: u64, duration_ns: u64 },
+    /// execve(2) of a program with a process image: its start-up touches the image (image.rs)
+    Exec,
     /// clone(2)/fork(2) every child prepared for this task
     Spawn,
     /// pthread_join / wait(2) for every child
@@ -130,7 +133,19 @@ pub fn resolve(w: &RawWorkload, i: usize, nr_workloads: usize, topo: &Topology, 
     }
 }
 
-/// Keys that do not apply to this kind of workload are errors, not silently ignored.
+/// The process image of workload `i` (image.rs): `glibc` unless the scenario says otherwise.
+pub fn resolve_image(w: &RawWorkload, i: usize, p: &mut Vec<ScenarioProblem>) -> image::ImagePreset {
+    match w.image.as_deref() {
+        None => image::ImagePreset::Glibc,
+        Some(s) => image::ImagePreset::parse(s).unwrap_or_else(|| {
+            p.push(ScenarioProblem::new(format!("workload[{i}].image"), "invalid_value", format!("unknown process image `{s}`, expected glibc, numaw or none")));
+            image::ImagePreset::Glibc
+        }),
+    }
+}
+
+/// Keys that do not apply to this kind of workload are errors, not silently ignored (`image`
+/// applies to every kind).
 pub fn reject_keys(w: &RawWorkload, i: usize, allowed: &[&str], p: &mut Vec<ScenarioProblem>) {
     for key in w.given() {
         if !allowed.contains(&key) {

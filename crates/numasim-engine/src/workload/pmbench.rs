@@ -168,7 +168,7 @@ impl PmbenchSpec {
         let ln_miss = AccessSampler::ln_miss_table(&weights);
         let allowed: Vec<bool> = k.topo.cpu_node.iter().map(|&n| self.nodes & (1 << n) != 0).collect();
         for _ in 0..self.processes {
-            let mm = new_mm(k, "pmbench");
+            let mm = new_mm(k, "pmbench", self.threads);
             let vma = k.mms[mm].mmap_anon(self.map_mib * 256, VM_READ | VM_WRITE);
             k.samplers.push(AccessSampler::with_table(mm, vma, weights.clone(), Some(ln_miss.clone()), write_share, self.overhead_ns, Rng::new(rng.next_u64(), 0), true));
             let sampler = k.samplers.len() - 1;
@@ -190,7 +190,7 @@ impl PmbenchSpec {
     fn build_linear(&self, k: &mut Kernel, index: usize) {
         let allowed: Vec<bool> = k.topo.cpu_node.iter().map(|&n| self.nodes & (1 << n) != 0).collect();
         for _ in 0..self.processes {
-            let mm = new_mm(k, "pmbench");
+            let mm = new_mm(k, "pmbench", self.threads);
             let vma = k.mms[mm].mmap_anon(self.map_mib * 256, VM_READ | VM_WRITE);
             let main = new_task(k, mm, "pmbench", index, vec![Op::Spawn, Op::Join], None, (self.start_s * 1e9) as u64);
             k.tasks[main].allowed = allowed.clone();

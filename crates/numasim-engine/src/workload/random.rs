@@ -1081,7 +1081,7 @@ mod tests {
         // a 1 MiB set whose middle page (128) takes almost every access
         let text = format!(
             "[machine]\nprofile = \"intel-2s-128g\"\ncpus_per_node = 2\nsmt = 1\n[kernel.features]\n{features}\n\
-             [[workload]]\nkind = \"pmbench\"\nthreads = 4\nset_mib = 1\nmap_mib = 1\npattern = \"normal\"\nshape = 0.01\nduration_s = 10.0\n"
+             [[workload]]\nkind = \"pmbench\"\nthreads = 4\nset_mib = 1\nmap_mib = 1\npattern = \"normal\"\nshape = 0.01\nduration_s = 10.0\nimage = \"none\"\n"
         );
         let mut sim = Simulation::new(&parse_scenario(&text).unwrap()).unwrap();
         while sim.k.tasks.iter().filter(|t| t.runnable() && t.parent.is_some()).count() < 4 {

@@ -72,12 +72,12 @@ impl RemoteToucherSpec {
             "nohugepage" => VM_NOHUGEPAGE,
             _ => 0,
         };
-        let mm = new_mm(k, "numawork");
+        let mm = new_mm(k, "numawork", self.threads);
         let vma = k.mms[mm].mmap_anon(pages, VM_READ | VM_WRITE | advice);
-        // the main thread: bound to touch_node, memset (first touch), then moves to run_node
-        let prog = vec![Op::Sweep { vma, first: 0, npages: pages, passes: 1 }, Op::SetAffinity(1 << self.run_node), Op::Spawn, Op::Join];
+        // the main thread (numaw's remote_toucher.c): binds itself to touch_node once started,
+        // memsets the buffer (first touch), creates the workers and waits for them
+        let prog = vec![Op::SetAffinity(1 << self.touch_node), Op::Sweep { vma, first: 0, npages: pages, passes: 1 }, Op::Spawn, Op::Join];
         let main = new_task(k, mm, "numawork", index, prog, None, (self.start_s * 1e9) as u64);
-        k.tasks[main].allowed = k.topo.cpu_node.iter().map(|&n| n == self.touch_node).collect();
         let cpus = k.topo.node_cpus[self.run_node].clone();
         for i in 0..self.threads {
             let prog = vec![Op::SweepFor { vma, first: 0, npages: pages, duration_ns: (self.duration_s * 1e9) as u64 }];

@@ -80,7 +80,7 @@ impl XfsRepairSpec {
 
     pub fn build(&self, k: &mut Kernel, index: usize, rng: &mut Rng) {
         let pages = self.cache_mib * 256;
-        let mm = new_mm(k, "xfs_repair");
+        let mm = new_mm(k, "xfs_repair", self.threads);
         // The buffers come from glibc malloc arenas that grow (brk, mprotect of a heap) with each
         // allocation, so a buffer's first touch is at the top of its VMA and the aligned 2 MiB
         // range is not inside it (thp_vma_suitable_order fails): base pages. Seed 003's own

@@ -127,6 +127,9 @@ impl Kernel {
         if flags & TNF_MIGRATE_FAIL != 0 && slowscan {
             p.faults_locality[2] += pages;
         }
+        if flags & TNF_MIGRATE_FAIL != 0 {
+            self.trace.migrate_fail_faults += 1;
+        }
         let pv = private as usize;
         p.faults[task_faults_idx(nr_nodes, NUMA_MEMBUF, mem_node, pv)] += pages as i64;
         p.faults[task_faults_idx(nr_nodes, NUMA_CPUBUF, cpu_node, pv)] += pages as i64;

@@ -1,0 +1,130 @@
+"""What NUMA balancing decided over a run, from a simulated or a real-kernel result alike: scan
+passes (each process's mm->numa_scan_seq) in a fixed time, counts per pass, failed hint-fault
+migrations, and where each process's threads ran (series.tasks, numa_events).
+
+A process's worker threads are its tasks other than the main thread (tid != pid): the main
+thread of the workloads sleeps in pthread_join while they run.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+SEPARATED, TOGETHER, SPLIT = "separated", "together", "split"
+
+
+def scan_seq_by_pid(result) -> dict:
+    """{pid: [(time_s, seq), ...]} from series.scan_seq (changes only), processes whose scanner
+    ran (seq reached 1)."""
+    sq = (result.raw.get("series") or {}).get("scan_seq") or {}
+    out = defaultdict(list)
+    for t, pid, seq in zip(sq.get("time_s", []), sq.get("pid", []), sq.get("seq", [])):
+        out[int(pid)].append((float(t), int(seq)))
+    return {p: sorted(v) for p, v in out.items() if any(s > 0 for _, s in v)}
+
+
+def passes_at(seqs: dict, t: float) -> float | None:
+    """Mean over processes of the passes completed by time `t` (None without processes)."""
+    if not seqs:
+        return None
+    vals = [max([s for ts, s in v if ts <= t] or [0]) for v in seqs.values()]
+    return sum(vals) / len(vals)
+
+
+def worker_nodes(result) -> list:
+    """[(time_s, {pid: (node of each worker thread, in tid order)})] whenever it changes."""
+    ts = (result.raw.get("series") or {}).get("tasks") or {}
+    rows = sorted(zip(ts.get("time_s", []), ts.get("tid", []), ts.get("pid", []), ts.get("cpu_node", [])))
+    state, out, last = {}, [], None
+    for t, tid, pid, node in rows:
+        if tid == pid:
+            continue
+        state[tid] = (pid, node)
+        snap = defaultdict(list)
+        for k in sorted(state):
+            p, n = state[k]
+            snap[p].append(n)
+        snap = {p: tuple(v) for p, v in snap.items()}
+        if snap != last:
+            out.append((float(t), snap))
+            last = snap
+    return out
+
+
+def placement_kind(snap: dict) -> str:
+    """separated: every multi-threaded process on one node, each on a different node;
+    together: every process on one node, sharing it; split: a process spans nodes."""
+    nodes = []
+    for v in snap.values():
+        if len(set(v)) != 1:
+            return SPLIT
+        nodes.append(v[0])
+    return SEPARATED if len(set(nodes)) == len(nodes) else TOGETHER
+
+
+def placement(result, min_procs: int = 2) -> dict:
+    """When the processes' threads settled and how: `initial` (the first time every worker
+    exists), `final`, and `separated_s` (from when on they stayed separated; None if not at
+    the end)."""
+    tl = worker_nodes(result)
+    if not tl:
+        return {}
+    full = max(sum(len(v) for v in s.values()) for _, s in tl)
+    procs = max(len(s) for _, s in tl)
+    if procs < min_procs:
+        return {}
+    initial = next((placement_kind(s) for _, s in tl if sum(len(v) for v in s.values()) == full), None)
+    final = placement_kind(tl[-1][1])
+    since = None
+    for t, s in tl:
+        if placement_kind(s) == SEPARATED:
+            since = t if since is None else since
+        else:
+            since = None
+    return {"initial": initial, "final": final, "separated_s": since}
+
+
+def events(result) -> dict:
+    """Counts of the NUMA tracepoints: move_numa, swap_numa, stick_numa, migrate_task."""
+    c = defaultdict(int)
+    for e in result.raw.get("numa_events") or []:
+        c[e.get("event")] += 1
+    return dict(c)
+
+
+def migrate_fail_faults(result):
+    """Hint faults whose migration failed (TNF_MIGRATE_FAIL): the simulator's count, or the
+    VM's kprobe on task_numa_fault."""
+    if "numa_fault_migrate_fail" in result.raw:
+        return result.raw["numa_fault_migrate_fail"]
+    counts = result.raw.get("trace_counts") or {}
+    if "numa_fault_fail" in counts:
+        return counts["numa_fault_fail"]
+    if "numa_events" in result.raw and result.raw.get("source"):
+        return sum(1 for e in result.raw["numa_events"] if e.get("event") == "numa_fault_fail")
+    return None
+
+
+def metrics(result, horizon_s: float | None = None) -> dict:
+    """Scan passes at `horizon_s` (the end by default) and per pass, failed migrations,
+    placement and the task-move tracepoints."""
+    m = {}
+    seqs = scan_seq_by_pid(result)
+    if seqs:
+        end = horizon_s if horizon_s is not None else result.elapsed_s
+        m["scan_passes"] = passes_at(seqs, end)
+        total = sum(passes_at({p: v}, end) for p, v in seqs.items())
+        c = result.counters
+        if total:
+            m["numa_pte_updates_per_pass"] = c.get("numa_pte_updates", 0) / total
+            m["numa_hint_faults_per_pass"] = c.get("numa_hint_faults", 0) / total
+    m["migrate_fail_faults"] = migrate_fail_faults(result)
+    p = placement(result)
+    if p:
+        m["placement_initial"] = p["initial"]
+        m["placement_final"] = p["final"]
+        m["separated_s"] = p["separated_s"]
+    ev = events(result)
+    for k in ("move_numa", "swap_numa", "stick_numa"):
+        m[k] = ev.get(k, 0)
+    return m
