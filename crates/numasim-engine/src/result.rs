@@ -20,6 +20,9 @@ pub struct Samples {
     /// (sample index, pid, bucket, node, pages): where each process's address space lives,
     /// its mapped pages (VMAs in address order) cut into PLACEMENT_BUCKETS equal ranges.
     pub placement: Vec<(usize, u32, u16, u8, u64)>,
+    /// (sample index, pid, node, pages) of the program's image (workload/image.rs), which the
+    /// placement map leaves out: placement + image = resident pages of that sample.
+    pub image: Vec<(usize, u32, u8, u64)>,
     /// (sample index, pid, mm->numa_scan_seq), when a process's pass count changed.
     pub scan_seq: Vec<(usize, u32, u32)>,
 }
@@ -37,6 +40,17 @@ impl Samples {
         }
         for m in k.mms.iter().filter(|m| m.users > 0) {
             // the memory the workload mapped, not the program's image
+            let mut image = [0u64; MAX_NODES];
+            for v in m.vmas.iter().filter(|v| v.image) {
+                for blk in &v.pt.blocks {
+                    for (n, acc) in image.iter_mut().enumerate().take(k.topo.nr_nodes) {
+                        *acc += blk.node[n] as u64;
+                    }
+                }
+            }
+            for (n, &pages) in image.iter().enumerate().filter(|x| *x.1 > 0) {
+                self.image.push((i, m.tgid, n as u8, pages));
+            }
             let total: u64 = m.vmas.iter().filter(|v| !v.image).map(|v| v.pt.len()).sum();
             if total == 0 {
                 continue;
@@ -331,6 +345,13 @@ impl RunResult {
             "node": pl.iter().map(|r| r.3).collect::<Vec<_>>(),
             "pages": pl.iter().map(|r| r.4).collect::<Vec<_>>(),
         });
+        let im = &self.samples.image;
+        let image = json!({
+            "time_s": im.iter().map(|r| times[r.0]).collect::<Vec<_>>(),
+            "pid": im.iter().map(|r| r.1).collect::<Vec<_>>(),
+            "node": im.iter().map(|r| r.2).collect::<Vec<_>>(),
+            "pages": im.iter().map(|r| r.3).collect::<Vec<_>>(),
+        });
         let processes: Vec<Value> = self
             .processes
             .iter()
@@ -353,7 +374,7 @@ impl RunResult {
             "processes": processes,
             "tasks": self.tasks.iter().map(|t| json!({"pid": t.pid, "tgid": t.tgid, "node": t.node, "preferred_nid": t.preferred_nid,
                                                       "numa_group": t.numa_group, "mem_node": t.mem_node})).collect::<Vec<_>>(),
-            "series": {"vmstat": vmstat, "memory": memory, "tasks": tasks_series, "placement": placement, "scan_seq": scan_seq},
+            "series": {"vmstat": vmstat, "memory": memory, "tasks": tasks_series, "placement": placement, "image": image, "scan_seq": scan_seq},
             "numa_events": numa_events,
             "numa_events_dropped": self.trace.dropped,
             "numa_fault_migrate_fail": self.trace.migrate_fail_faults,

@@ -19,9 +19,12 @@ fn check_invariants(r: &RunResult) {
     for w in r.samples.vmstat.windows(2) {
         assert!(w[0].iter().zip(w[1].iter()).all(|(a, b)| a <= b), "counters never decrease");
     }
-    // the placement map adds up to the resident pages of the same sample, per process and node
+    // the placement map and the image add up to the resident pages of the same sample, per process and node
     let mut sums = std::collections::BTreeMap::new();
     for &(i, pid, _, node, pages) in &r.samples.placement {
+        *sums.entry((i, pid, node as usize)).or_insert(0u64) += pages;
+    }
+    for &(i, pid, node, pages) in &r.samples.image {
         *sums.entry((i, pid, node as usize)).or_insert(0u64) += pages;
     }
     for (&(i, pid, node), &pages) in &sums {
