@@ -107,3 +107,15 @@ fn balance_interval_by_busy_factor() {
         assert_eq!(k.sd_balance_interval_for_test(128, level, true), busy_jiffies * k.tick_ns, "{version}");
     }
 }
+
+/// kernel/sched/fair.c: sibling_imbalance (7ff1693236f5, 6.6) — a busy CPU of a node running
+/// one task no longer pulls from a node running four (three stacked on one CPU): the task-count
+/// difference counts only for an idle destination. Before 6.6 prefer_sibling forces the pull.
+#[test]
+fn busy_cpu_pulls_by_task_counts_only_before_6_6() {
+    for (version, pulled) in [("6.1", true), ("6.6", false)] {
+        let (mut k, _) = placed(version, "", 8, &[0, 0, 0, 1, 8], false);
+        k.sched_balance_rq(8, 0, CpuIdle::NotIdle);
+        assert_eq!(k.node_running(1) == 2, pulled, "{version}");
+    }
+}
