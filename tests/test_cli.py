@@ -109,6 +109,33 @@ def test_machines_and_features():
     assert p.returncode == 0 and "numa-delay-map" in p.stdout and "modelled" in p.stdout
 
 
+def test_kernels_lists_versions_and_shows_a_release():
+    p = numasim_cli("kernels")
+    assert p.returncode == 0 and "6.12  (default)" in p.stdout.splitlines()
+    assert p.stdout.splitlines()[0] == "3.19"
+    p = numasim_cli("kernels", "--json")
+    listing = json.loads(p.stdout)
+    assert listing["default"] == "6.12" and "6.1" in listing["versions"]
+    p = numasim_cli("kernels", "--show", "6.1", "--json")
+    assert p.returncode == 0, p.stderr
+    prof = json.loads(p.stdout)
+    by = {m["mechanism"]: m for m in prof["mechanisms"]}
+    # 6.1 runs the 6.0 fork-placement rule (cb29a5c19d2d) and the 5.12 active-balance trigger
+    assert (by["find_idlest_group"]["variant"], by["find_idlest_group"]["commit"]) == ("6.0", "cb29a5c19d2d")
+    assert by["need_active_balance"]["variant"] == "5.12" and not by["need_active_balance"]["checked"]
+    assert by["delay_dequeue"]["variant"] == "base", "DELAY_DEQUEUE is 6.12"
+    assert prof["features"]["numa-delay-map"] is True and prof["features"]["migrate-batch-flush"] is False
+    p = numasim_cli("kernels", "--show", "6.1")
+    assert p.returncode == 0
+    lines = p.stdout.splitlines()
+    row = next(l for l in lines if l.startswith("need_active_balance "))
+    assert "e9b9734b7465" in row and row.endswith("(commit not verified)")
+    row = next(l for l in lines if l.startswith("find_idlest_group "))
+    assert "cb29a5c19d2d" in row and "not verified" not in row
+    assert any(l.split() == ["numa-delay-map", "on"] for l in lines)
+    assert_user_error(numasim_cli("kernels", "--show", "2.6"), "2.6", "3.19", "6.12")
+
+
 def test_scenario_show_resolves():
     p = numasim_cli("scenario", "show", SMALL_NUMA02)
     assert p.returncode == 0, p.stderr

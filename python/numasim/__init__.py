@@ -7,6 +7,8 @@
 
 from numasim.api import (
     features,
+    kernel_profile,
+    kernel_versions,
     machine_profile_toml,
     machine_profiles,
     resolve,
@@ -45,6 +47,8 @@ __all__ = [
     "machine_profiles",
     "machine_profile_toml",
     "features",
+    "kernel_versions",
+    "kernel_profile",
     "NumasimError",
     "ScenarioError",
     "CapacityError",

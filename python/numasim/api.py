@@ -89,3 +89,27 @@ def machine_profile_toml(name: str) -> str:
 def features() -> list:
     """Kernel features the engine knows: name, since, seed, summary, modelled, default."""
     return json.loads(_engine.features())
+
+
+def kernel_versions() -> list:
+    """The kernel releases a scenario may name (`[kernel] version`), oldest first."""
+    return list(json.loads(_engine.kernels())["versions"])
+
+
+def kernel_profile(version: str) -> dict:
+    """What release ``version`` runs: each mechanism's variant (variants.rs: name, commit, first
+    release, whether the commit was checked, summary) and each feature on or off.
+    ValueError for an unknown version, naming the known ones."""
+    k = json.loads(_engine.kernels())
+    if version not in k["profiles"]:
+        raise ValueError(f"unknown kernel version `{version}`, expected one of {', '.join(k['versions'])}")
+    prof = k["profiles"][version]
+    mechanisms = []
+    for m, i in zip(k["mechanisms"], prof["variants"]):
+        v = m["variants"][i]
+        mechanisms.append({"mechanism": m["name"], "title": m["title"], "kernel": m["kernel"],
+                           "variant": v["name"], "commit": v["commit"], "since": v["since"],
+                           "checked": v["checked"], "summary": v["summary"]})
+    features = {f["name"]: on for f, on in zip(k["features"], prof["features"])}
+    return {"version": version, "default": version == k["default"], "mechanisms": mechanisms,
+            "features": features}

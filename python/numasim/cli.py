@@ -250,6 +250,33 @@ def cmd_features(args) -> int:
     return 0
 
 
+def cmd_kernels(args) -> int:
+    if not args.show:
+        versions = numasim.kernel_versions()
+        default = next(v for v in versions if numasim.kernel_profile(v)["default"])
+        if args.json:
+            print(json.dumps({"versions": versions, "default": default}, indent=1))
+            return 0
+        for v in versions:
+            print(f"{v}  (default)" if v == default else v)
+        return 0
+    try:
+        prof = numasim.kernel_profile(args.show)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if args.json:
+        print(json.dumps(prof, indent=1))
+        return 0
+    print(f"kernel {prof['version']}" + ("  (default)" if prof["default"] else ""))
+    print()
+    rows = [[m["mechanism"], m["variant"], m["commit"] or "-", m["since"] or "-",
+             m["summary"] + ("" if m["checked"] else " (commit not verified)")] for m in prof["mechanisms"]]
+    print(_table(rows, ["mechanism", "variant", "commit", "since", "summary"]))
+    print()
+    print(_table([[name, "on" if on else "off"] for name, on in prof["features"].items()], ["feature", "value"]))
+    return 0
+
+
 def _pretty(v, indent: int = 0) -> str:
     """JSON with tables indented and lists of scalars kept on one line."""
     pad = "  " * (indent + 1)
@@ -328,6 +355,11 @@ def build_parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("features", help="list kernel features the engine knows")
     sp.add_argument("--json", action="store_true")
     sp.set_defaults(func=cmd_features)
+
+    sp = sub.add_parser("kernels", help="list the kernel versions; --show V: its mechanism variants and features")
+    sp.add_argument("--show", metavar="VERSION", help="what that release runs: every mechanism's variant, every feature")
+    sp.add_argument("--json", action="store_true")
+    sp.set_defaults(func=cmd_kernels)
 
     sp = sub.add_parser("scenario", help="scenario tools")
     ssub = sp.add_subparsers(dest="scenario_command", required=True, metavar="ACTION")

@@ -17,6 +17,13 @@ pub struct Cpu {
     pub loaded_mm: Option<usize>,
     /// cpu_tlbstate_shared.is_lazy: idle or a kernel thread borrowing `loaded_mm`.
     pub is_lazy: bool,
+    /// Tasks that blocked while sharing this CPU and stay queued (DELAY_DEQUEUE, 6.12+), with
+    /// the time they leave the runqueue.
+    pub delayed: Vec<(usize, u64)>,
+    /// rq->idle_stamp: when the CPU last went idle, ns.
+    pub idle_stamp: u64,
+    /// Went idle during this tick (it runs newidle balancing at the tick's end).
+    pub newly_idle: bool,
 }
 
 impl Cpu {
@@ -84,8 +91,12 @@ pub struct Kernel {
     pub fragmentation: f64,
     pub frag_rng: crate::sim::rng::Rng,
     pub sched_rng: crate::sim::rng::Rng,
-    /// The NUMA sched domain's nr_balance_failed and next periodic balance, ns.
-    pub numa_sd: crate::sched::core::NumaDomain,
+    /// The NUMA sched domains of every node (sched/domain.rs).
+    pub sched_domains: crate::sched::domain::SchedDomains,
+    /// Per CPU and NUMA level (index into topo.numa_distances), its NUMA domain's balancing state.
+    pub numa_sd: Vec<Vec<crate::sched::balance::SdState>>,
+    /// Per task, se->exec_start: when it last stopped running, ns.
+    pub exec_start: Vec<u64>,
     /// Per-order anon_fault_alloc / anon_fault_fallback (hugepages-<size>kB/stats).
     pub mthp_stats: [[u64; 2]; 10],
     /// NUMA migrations of each large folio ever migrated, by (mm, vma, head).
@@ -154,7 +165,9 @@ impl Kernel {
             fragmentation: s.machine.fragmentation,
             frag_rng: crate::sim::rng::Rng::new(s.seed, RNG_FRAGMENTATION),
             sched_rng: crate::sim::rng::Rng::new(s.seed, RNG_SCHED),
-            numa_sd: Default::default(),
+            sched_domains: crate::sched::domain::SchedDomains::build(&s.machine.topology, &s.kernel.variants),
+            numa_sd: vec![vec![Default::default(); s.machine.topology.numa_distances.len()]; s.machine.topology.nr_cpus()],
+            exec_start: Vec::new(),
             mthp_stats: [[0; 2]; 10],
             folio_migrations: Default::default(),
             trace: Default::default(),

@@ -113,6 +113,68 @@ mechanisms! {
         Base = ("base", "", true, "", "a move by the load balancer keeps the scan period; task_numa_migrate resets it to task_scan_min when it moves the task"),
         V4_19 = ("4.19", "05cbdf4f5c19", false, "4.19", "every cross-node move resets the period to task_scan_start, unless the task has scanned and moves to or away from a non-preferred node (3f9672baaa4f, 05cbdf4f5c19)"),
     }
+    // ---- scheduler side (issue 26): placement and load balancing across nodes ----
+    sd_init: SdInit ("sched domain defaults", "kernel/sched/topology.c: sd_init") {
+        Base = ("base", "", true, "", "imbalance_pct 125 (task_numa_migrate's env 112), busy_factor 32"),
+        V5_10 = ("5.10", "2208cdaa56c9", false, "5.10", "imbalance_pct 117 (env 108); busy_factor 16 (6e7499135db7)"),
+    }
+    imb_numa_nr: ImbNumaNr ("sd->imb_numa_nr", "kernel/sched/topology.c: build_sched_domains") {
+        Base = ("base", "", true, "", "no per-domain NUMA imbalance allowance"),
+        V5_18 = ("5.18", "e496132ebedd", true, "5.18", "one LLC per node: a quarter of the node's CPUs (span >> 2, may be 0); else the LLCs per node; times the span ratio at higher NUMA levels"),
+        V6_0 = ("6.0", "026b98a93bbd", true, "6.0", "one LLC per node: an eighth of the node's CPUs (span >> 3), at least 1"),
+    }
+    adjust_numa_imbalance: AdjustNumaImbalance ("NUMA imbalance allowance", "kernel/sched/fair.c: adjust_numa_imbalance, calculate_imbalance, task_numa_find_cpu") {
+        Base = ("base", "", true, "", "no allowance: the load balancer evens out nodes"),
+        V5_6 = ("5.6", "b396f52326de", false, "5.6", "load balancer only: no imbalance while the busiest node runs <= 2 tasks"),
+        V5_7 = ("5.7", "fb86f5b21192", true, "5.7", "adjust(imb, src_nr) = 0 while the source runs <= 2 tasks; also task_numa_find_cpu"),
+        V5_11 = ("5.11", "7d2b5dd0bcc4", true, "5.11", "imbalance <= 2 allowed while the node runs < 25% of its CPUs"),
+        V5_18 = ("5.18", "2cfb7a1b031b", true, "5.18", "imbalance <= 2 allowed while the destination, counting the moved task, runs <= sd->imb_numa_nr (`<=` vs `<` not pinned)"),
+        V6_0 = ("6.0", "cb29a5c19d2d", true, "6.0", "the load balancer adjusts the whole difference, then halves it"),
+    }
+    find_idlest_group: FindIdlestGroup ("fork/exec placement", "kernel/sched/fair.c: find_idlest_group (sched_balance_find_dst_group from 6.10)") {
+        Base = ("base", "", true, "", "the least loaded group unless the local one is within imbalance_pct/2 (3.x-4.9 code; 4.10's spare-capacity rules not modelled)"),
+        V5_5 = ("5.5", "57abff067a08", false, "5.5", "group types (has_spare/fully_busy/overloaded); NUMA with spare: preferred node, else stay while the local node has an idle CPU"),
+        V5_11 = ("5.11", "23e6082a522e", true, "5.11", "NUMA with spare: stay while the local node runs < 25% of the domain's CPUs"),
+        V5_18 = ("5.18", "2cfb7a1b031b", true, "5.18", "NUMA with spare: stay while local running + 1 <= sd->imb_numa_nr"),
+        V6_0 = ("6.0", "cb29a5c19d2d", true, "6.0", "NUMA with spare: stay unless the idle-CPU difference exceeds 2 or local running + 1 > min(imb_numa_nr, allowed local CPUs) (f5b2eeb49991)"),
+    }
+    task_numa_compare: TaskNumaCompare ("NUMA move or swap choice", "kernel/sched/fair.c: task_numa_migrate, task_numa_find_cpu, task_numa_compare") {
+        Base = ("base", "", true, "", "every CPU of the node compared; a move needs free capacity at the destination; load_too_imbalanced with imbalance_pct (3.x code)"),
+        V4_1 = ("4.1", "6f9aad0bc372", false, "4.1", "numa_has_capacity: only nodes less loaded than the source are tried"),
+        V4_19 = ("4.19", "", false, "4.19", "maymove from load_too_imbalanced (no pct), SMALLIMP 30, numa_migrate_on reservation, preferred node = the found CPU's node"),
+        V5_7 = ("5.7", "fb86f5b21192", true, "5.7", "a node with spare capacity takes a move to its cached idle CPU (ff7db0bf24db); preferred-node biases (88cca72c9673); the search stops early (a0f03b617c3b); another idle CPU when reserved (5fb52dd93a2f)"),
+        V6_0 = ("6.0", "13ede3315087", true, "6.0", "no swap inside a group while the destination has spare capacity"),
+        V6_16 = ("6.16", "", false, "6.16", "kernel threads and mm-less tasks count as idle CPUs (none run in the engine: same as 6.0 here)"),
+    }
+    migrate_degrades_locality: MigrateDegradesLocality ("load balancer locality test", "kernel/sched/fair.c: migrate_degrades_locality, can_migrate_task") {
+        Base = ("base", "", true, "", "migrate_improves_locality (NUMA_FAVOUR_HIGHER) lets a task toward more faults go even if cache hot; NUMA_RESIST_LOWER is off"),
+        V4_2 = ("4.2", "2a1ed24ce942", false, "4.2", "one test: leaving the preferred node (while others there are misplaced) or fewer faults degrades; to the preferred node improves; else task_hot"),
+        V4_13 = ("4.13", "739294fb03f5", false, "4.13", "an idle CPU balancing ignores locality once the preferred-node rules passed"),
+        V4_19 = ("4.19", "", false, "4.19", "compares task_weight/group_weight at the nodes' distance instead of raw faults"),
+        V6_14 = ("6.14", "c3856c9ce6b8", true, "6.14", "returns the weight difference: equal weights leave it to task_hot"),
+    }
+    need_active_balance: NeedActiveBalance ("active balancing trigger", "kernel/sched/fair.c: need_active_balance") {
+        Base = ("base", "", true, "", "any imbalance after more than cache_nice_tries + 2 failed balances"),
+        V5_12 = ("5.12", "e9b9734b7465", false, "5.12", "only a task-count imbalance (migrate_task) after those failures (imbalanced_active_balance)"),
+    }
+    active_balance: ActiveBalance ("active balancing and locality", "kernel/sched/fair.c: sched_balance_rq, active_load_balance_cpu_stop, can_migrate_task") {
+        Base = ("base", "", true, "", "kicking it sets nr_balance_failed = cache_nice_tries + 1, so it and the next balances ignore cache hotness and locality"),
+        V5_13 = ("5.13", "91771246031b", false, "5.13", "LBF_ACTIVE_LB: the stopper ignores them; nr_balance_failed keeps counting"),
+    }
+    lb_spare_imbalance: LbSpareImbalance ("load balancer with spare capacity", "kernel/sched/fair.c: sched_balance_find_src_group, calculate_imbalance") {
+        Base = ("base", "", true, "", "prefer_sibling: balance the task counts whenever busiest runs 2 more than local"),
+        V6_6 = ("6.6", "7ff1693236f5", false, "6.6", "sibling_imbalance: only an idle CPU pulls, by task counts per core"),
+    }
+    delay_dequeue: DelayDequeue ("blocked tasks left on the runqueue", "kernel/sched/fair.c: dequeue_entity (DELAY_DEQUEUE), update_numa_stats") {
+        Base = ("base", "", true, "", "a blocking task leaves its runqueue at once"),
+        V6_12 = ("6.12", "152e11f6df29", true, "6.12", "a task that blocks while sharing its CPU stays queued (sched_delayed) until it would run again, counted in nr_running"),
+        V6_14 = ("6.14", "1a49104496d3", true, "6.14", "update_numa_stats counts h_nr_runnable: delayed tasks no longer weigh in NUMA placement"),
+    }
+    numa_migrate_retry: NumaMigrateRetry ("numa_migrate_retry of a new task", "kernel/sched/fair.c: init_numa_balancing") {
+        Base = ("base", "", true, "", "copied from the parent (dup_task_struct)"),
+        V6_0 = ("6.0", "70ce3ea9aa4e", true, "6.0", "zeroed: a new task may try its preferred node at once"),
+    }
+    // ---- end of the scheduler side ----
 }
 
 impl Default for Variants {

@@ -128,6 +128,30 @@ fn features() -> String {
     serde_json::to_string(FEATURES).unwrap_or_default()
 }
 
+/// The kernel versions, the mechanism table (variants.rs) and, per version, the index of each
+/// mechanism's variant and each feature's value, as JSON text.
+#[pyfunction]
+fn kernels() -> String {
+    use numasim_engine::{kernels, variants::MECHANISMS};
+    let profiles: serde_json::Map<String, serde_json::Value> = kernels::KERNEL_VERSIONS
+        .iter()
+        .filter_map(|&v| {
+            let (vars, feats) = (kernels::kernel_variants(v)?, kernels::kernel_features(v)?);
+            let variants: Vec<usize> = (0..MECHANISMS.len()).map(|i| vars.get(i)).collect();
+            let features: Vec<bool> = (0..FEATURES.len()).map(|i| feats.get(i)).collect();
+            Some((v.to_string(), serde_json::json!({"variants": variants, "features": features})))
+        })
+        .collect();
+    serde_json::json!({
+        "versions": kernels::KERNEL_VERSIONS,
+        "default": kernels::DEFAULT_VERSION,
+        "mechanisms": MECHANISMS,
+        "features": FEATURES,
+        "profiles": profiles,
+    })
+    .to_string()
+}
+
 #[pymodule]
 fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -143,5 +167,6 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(machine_profiles, m)?)?;
     m.add_function(wrap_pyfunction!(machine_profile_toml, m)?)?;
     m.add_function(wrap_pyfunction!(features, m)?)?;
+    m.add_function(wrap_pyfunction!(kernels, m)?)?;
     Ok(())
 }

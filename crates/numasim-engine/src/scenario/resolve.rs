@@ -314,6 +314,7 @@ fn resolve_kernel(raw: Option<RawKernel>, p: &mut Problems) -> KernelConfig {
             }
         }
     }
+    p.extend(crate::sched::domain::variant_conflicts(&variants).into_iter().map(|(loc, msg)| ScenarioProblem::new(loc, "invalid_value", msg)));
     for (name, on) in raw.features.unwrap_or_default() {
         match FeatureSet::index_of(&name) {
             None => {

@@ -2,8 +2,12 @@
 
 pub mod fault;
 pub mod group;
+pub mod numa_stats;
 pub mod placement;
 pub mod scan;
 pub mod scan_period;
 pub mod scan_vma;
 pub mod task_migrate;
+#[cfg(test)]
+mod tests_migrate;
+pub mod weights;

@@ -1,0 +1,164 @@
+//! Tests of fork/exec placement, wake-ups and DELAY_DEQUEUE against the kernel's rules.
+
+use crate::kernel::Kernel;
+use crate::scenario::parse_scenario;
+use crate::sched::task::TaskState;
+use crate::simulation::Simulation;
+use crate::testutil::SMALL;
+
+/// 2 nodes x `cpus` CPUs (no SMT), release `version` (+ `extra` kernel lines), `threads` threads
+/// not started yet, and the main thread running on CPU 0.
+pub fn forking(version: &str, extra: &str, cpus: usize, threads: usize, balancing: bool) -> (Kernel, usize, Vec<usize>) {
+    let text = SMALL.replace("cpus_per_node = 2", &format!("cpus_per_node = {cpus}")).replace("threads = 4", &format!("threads = {threads}"));
+    let s = parse_scenario(&format!("[kernel]\nversion = \"{version}\"\nnuma_balancing = {balancing}\n{extra}\n{text}")).expect("parses");
+    let mut k = Simulation::new(&s).expect("builds").k;
+    let main = k.tasks.iter().position(|t| t.parent.is_none()).unwrap();
+    let children = k.tasks[main].children.clone();
+    k.tasks[main].state = TaskState::Runnable;
+    k.tasks[main].cpu = 0;
+    k.cpus[0].rq.push(main);
+    (k, main, children)
+}
+
+/// The nodes `children` start on, forked one after the other by a running parent.
+fn fork_all(k: &mut Kernel, children: &[usize]) -> Vec<usize> {
+    children
+        .iter()
+        .map(|&c| {
+            k.wake_up_new_task(c);
+            k.task_node(c)
+        })
+        .collect()
+}
+
+/// kernel/sched/fair.c: find_idlest_group — where a running parent on node 0 (2 x 8 CPUs)
+/// puts its threads, by release: the old load comparison (3.x-4.9) and 6.0's idle-CPU rule
+/// with imb_numa_nr 1 (cb29a5c19d2d, 026b98a93bbd) alternate from the first thread; 5.5 stays
+/// while node 0 has an idle CPU (57abff067a08); 5.11 while node 0 runs < 16 / 4 tasks
+/// (23e6082a522e); 5.18 while its running + 1 <= imb_numa_nr = 8 >> 2 (2cfb7a1b031b).
+#[test]
+fn fork_numa_imbalance_by_release() {
+    let cases: [(&str, &str, &[usize]); 5] = [
+        ("4.9", "", &[1, 0, 1, 0, 1, 0]),
+        ("6.1", "", &[1, 0, 1, 0, 1, 0]),
+        ("5.12", "[kernel.variants]\nfind_idlest_group = \"5.5\"", &[0, 0, 0, 0, 0, 0, 0, 1, 1]),
+        ("5.12", "", &[0, 0, 0, 1, 1, 1, 1, 0]),
+        ("6.1", "[kernel.variants]\nfind_idlest_group = \"5.18\"\nimb_numa_nr = \"5.18\"", &[0, 1, 1, 0]),
+    ];
+    for (version, extra, expect) in cases {
+        let (mut k, _, children) = forking(version, extra, 8, expect.len(), false);
+        assert_eq!(fork_all(&mut k, &children), expect.to_vec(), "{version} {extra}");
+    }
+}
+
+/// kernel/sched/fair.c: find_idlest_group (CONFIG_NUMA_BALANCING) — with spare capacity a
+/// thread starts on the preferred node it inherits from its parent (init_numa_balancing keeps
+/// numa_preferred_nid for CLONE_VM), here node 1 while the parent runs on node 0; the 3.x code
+/// has no such rule and spreads them.
+#[test]
+fn threads_start_on_the_inherited_preferred_node() {
+    for (version, expect) in [("6.12", vec![1, 1, 1, 1, 1, 1]), ("5.12", vec![1, 1, 1, 1, 1, 1]), ("4.9", vec![1, 0, 1, 0, 1, 0])] {
+        let (mut k, main, children) = forking(version, "", 8, 6, true);
+        k.tasks[main].numa.preferred_nid = Some(1);
+        assert_eq!(fork_all(&mut k, &children), expect, "{version}");
+    }
+}
+
+/// kernel/sched/core.c: sched_exec, kernel/sched/fair.c: update_sg_wakeup_stats — at exec the
+/// task is not counted where it runs: a program started while another task runs on node 0
+/// is forked to node 1 (more idle CPUs) and stays there at exec; on an idle machine it stays
+/// where the launcher runs (CPU 0).
+#[test]
+fn exec_balancing_leaves_the_task_out() {
+    let (mut k, main, _) = forking("6.12", "", 8, 2, false);
+    k.cpus[0].rq.clear();
+    k.tasks[main].state = TaskState::NotStarted;
+    k.wake_up_new_task(main);
+    assert_eq!(k.tasks[main].cpu, 0);
+    let (mut k, main, _) = forking("6.12", "", 8, 2, false);
+    let other = k.tasks[main].children[0];
+    k.cpus[0].rq.clear();
+    (k.tasks[other].state, k.tasks[other].cpu) = (TaskState::Runnable, 1);
+    k.cpus[1].rq.push(other);
+    k.tasks[main].state = TaskState::NotStarted;
+    k.wake_up_new_task(main);
+    assert_eq!(k.task_node(main), 1);
+}
+
+/// kernel/sched/fair.c: select_idle_sibling — a woken task takes its previous CPU if idle,
+/// else an idle CPU of the same LLC (node), else its previous CPU: never another node.
+#[test]
+fn wakeups_stay_in_the_node() {
+    let (mut k, main, children) = forking("6.12", "", 2, 3, false);
+    fork_all(&mut k, &children);
+    // node 0: main on CPU 0 and a child on CPU 1; node 1 has the other two
+    assert_eq!((0..4).map(|c| k.cpus[c].rq.len()).collect::<Vec<_>>(), vec![1, 1, 1, 1]);
+    let t = k.cpus[1].rq[0];
+    k.task_sleep(t);
+    k.task_sleep(main);
+    k.wake_up_process(t);
+    assert_eq!(k.tasks[t].cpu, 1, "its previous CPU is idle");
+    let u = children.iter().copied().find(|&c| k.task_node(c) == 1).unwrap();
+    let prev = k.tasks[u].cpu;
+    k.task_sleep(u);
+    k.cpus[prev].rq.push(main);
+    k.tasks[main].state = TaskState::Runnable;
+    k.wake_up_process(u);
+    assert_eq!(k.task_node(u), 1, "previous CPU busy, no idle CPU in node 1: stacked there, not moved to node 0's idle CPU");
+}
+
+/// 152e11f6df29 (6.12): a task that blocks while sharing its CPU stays queued (sched_delayed),
+/// counted in rq->nr_running, until the end of the next tick; a lone task leaves at once.
+/// 1a49104496d3 (6.14): update_numa_stats counts h_nr_runnable, without it. Before 6.12 it
+/// leaves at once. A wake-up while delayed requeues it where it is.
+#[test]
+fn delay_dequeue_keeps_a_blocked_task_counted() {
+    for (version, delayed, numa_counted) in [("6.1", false, false), ("6.12", true, true), ("6.14", true, false)] {
+        let (mut k, main, children) = forking(version, "", 2, 1, false);
+        let c = children[0];
+        k.wake_up_new_task(c);
+        k.move_task(c, 0); // share CPU 0 with main
+        k.task_sleep(c);
+        assert_eq!(k.nr_running(0), 1 + delayed as usize, "{version}");
+        assert_eq!(k.numa_nr_running(0), 1 + numa_counted as usize, "{version}");
+        k.scheduler_tick(1);
+        assert_eq!(k.nr_running(0), 1 + delayed as usize, "{version}: through the next tick");
+        k.now += k.tick_ns;
+        k.scheduler_tick(2);
+        assert_eq!(k.nr_running(0), 1, "{version}: gone after it");
+        if delayed {
+            // woken while delayed: back on CPU 0 although CPUs 1-3 are idle
+            k.task_sleep(main);
+            let cpu = k.tasks[main].cpu;
+            assert!(k.cpus[cpu].delayed.is_empty(), "a lone task is dequeued at once");
+            k.cpus[cpu].rq.push(main);
+            k.tasks[main].state = TaskState::Runnable;
+            k.wake_up_process(c);
+            k.move_task(c, cpu);
+            k.task_sleep(c);
+            k.wake_up_process(c);
+            assert_eq!(k.tasks[c].cpu, cpu, "{version}: ttwu_runnable");
+        }
+    }
+}
+
+/// 70ce3ea9aa4e (6.0): a new task's numa_migrate_retry is zeroed; before, it is its parent's.
+#[test]
+fn numa_migrate_retry_at_fork() {
+    for (version, inherited) in [("5.13", true), ("6.1", false)] {
+        let (mut k, main, children) = forking(version, "", 2, 1, true);
+        k.tasks[main].numa.migrate_retry = 5_000_000_000;
+        k.wake_up_new_task(children[0]);
+        assert_eq!(k.tasks[children[0]].numa.migrate_retry == 5_000_000_000, inherited, "{version}");
+    }
+}
+
+/// A release's own variants only: a 5.18+ reader of sd->imb_numa_nr with a release that does
+/// not compute it is refused.
+#[test]
+fn imb_numa_nr_readers_need_it() {
+    let text = format!("[kernel]\nversion = \"5.13\"\n[kernel.variants]\nadjust_numa_imbalance = \"6.0\"\n{SMALL}");
+    let e = parse_scenario(&text).unwrap_err().to_string();
+    assert!(e.contains("kernel.variants.adjust_numa_imbalance") && e.contains("imb_numa_nr"), "{e}");
+    assert!(parse_scenario(&text.replace("[kernel.variants]\n", "[kernel.variants]\nimb_numa_nr = \"6.0\"\n")).is_ok());
+}
