@@ -14,13 +14,15 @@ BAD = sorted((FIXTURES / "bad").glob("*.toml"))
 SMALL_NUMA02 = FIXTURES / "good" / "numa02-small.toml"
 
 # A scaled-down numa02 (as fixtures/good/numa02-small.toml): 2 nodes x 4 CPUs,
-# 64 MiB, 20 passes, scanner delay/period 100 ms so balancing acts in ~0.3 s.
+# 64 MiB, 20 passes, scanner delay/period 100 ms so balancing acts in ~0.3 s, the buffer
+# without a process image.
 SMALL_OVERRIDES = {
     "machine.cpus_per_node": 4,
     "workload.size_mib": 64,
     "workload.passes": 20,
     "kernel.sysctl.numa_balancing_scan_delay_ms": 100,
     "kernel.sysctl.numa_balancing_scan_period_min_ms": 100,
+    "workload.image": "none",
 }
 SMALL_SETS = [a for k, v in SMALL_OVERRIDES.items() for a in ("--set", f"{k}={v}")]
 

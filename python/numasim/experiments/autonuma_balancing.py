@@ -29,6 +29,11 @@ COUNTERS = [
 ]
 LOCAL_PCT_MIN = 80.0
 HARD_BIND_TOLERANCE = 0.15
+# Why the two numa02 convergence checks can fail since the process image (workload/image.rs)
+# was modelled; the checks themselves were set for a bare buffer and are kept as they were.
+STACKS_CAUSE = ("known cause: numa02's 128 thread stacks (8 MiB each, below the buffer) take the "
+                "first pass's first 4 scan windows, because task_numa_work charges a chunk's whole "
+                "range to its 256 MiB budget once one PTE in it changed (docs/model.md, Process image)")
 
 
 def scenario(test: str, balancing: bool, overrides=None) -> dict:
@@ -67,6 +72,11 @@ class AutonumaBalancing(Experiment):
         rows += self._checks(res, outcomes)
         return rows
 
+    @staticmethod
+    def _name_cause(row: Row) -> None:
+        if not row.ok:
+            row.check += f"; {STACKS_CAUSE}"
+
     def _checks(self, res: dict, outcomes: dict) -> list:
         rows = []
         on, hard_on = res["numa02", "on"], res["numa02_HARD_BIND", "on"]
@@ -78,6 +88,7 @@ class AutonumaBalancing(Experiment):
                         check=(f"≥ {LOCAL_PCT_MIN:g}, over {n} hint faults since t={start:.2f} s "
                                "(back to the last scan window that took faults if none fell in the last 10%)"),
                         ok=pct is not None and n > 0 and pct >= LOCAL_PCT_MIN))
+        self._name_cause(rows[-1])
 
         if on and hard_on:
             rel = abs(on.elapsed_s - hard_on.elapsed_s) / hard_on.elapsed_s
@@ -87,6 +98,7 @@ class AutonumaBalancing(Experiment):
             rel, rule = None, f"|on − HARD_BIND| / HARD_BIND ≤ {HARD_BIND_TOLERANCE:g}"
         rows.append(Row("numa02 on: elapsed within 15% of numa02_HARD_BIND", {"on": rel},
                         check=rule, ok=rel is not None and rel <= HARD_BIND_TOLERANCE))
+        self._name_cause(rows[-1])
 
         faults = int(off.counters["numa_hint_faults"]) if off else None
         rows.append(Row("numa02 off: zero hint faults", {"off": faults},
