@@ -87,7 +87,7 @@ def test_toml_text_without_changes_passes_through_verbatim():
 def test_file_plus_overrides():
     d = tomllib.loads(scenario_toml(SMALL_NUMA02, balancing=False, seed=9, passes=3))
     assert d["seed"] == 9 and d["kernel"]["numa_balancing"] is False
-    assert d["workload"] == [{"kind": "numa02", "size_mib": 64, "passes": 3}]
+    assert d["workload"] == [{"kind": "numa02", "size_mib": 64, "passes": 3, "image": "none"}]
 
 
 def test_dict_source_is_not_mutated():
