@@ -139,7 +139,9 @@ def cmd_reproduce(args) -> int:
         from numasim.cli_reports import reproduce_iterations
 
         return reproduce_iterations(exp, args, overrides)
-    res = exp.run(max_workers=args.jobs, overrides=overrides)
+    from numasim.cli_reports import reproduce_one
+
+    res = reproduce_one(exp, args, overrides)
     print(res.to_json() if args.json else res.to_table())
     return 1 if args.strict and not res.passed else 0
 

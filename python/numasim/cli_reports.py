@@ -58,30 +58,33 @@ def run_single(text: str, args):
     return result
 
 
+def runs_status(args, title: str):
+    """A factory of progress.RunsProgress lines (keys -> status) on a terminal without
+    --json, else None."""
+    if getattr(args, "json", False) or not interactive():
+        return None
+    from numasim.progress import RunsProgress
+
+    return lambda keys: RunsProgress(keys, title=title)
+
+
 def run_iterations(text: str, args) -> int:
     """`numasim run ... --iterations N`: N seeded runs, saved as a group, summarised as one
     mmtests column."""
     from numasim import storage
     from numasim.compare import Column, compare
-    from numasim.repeat import run_iterations as run_n
+    from numasim.repeat import iteration_label, iteration_scenarios, run_iterations as run_n
 
     n = args.iterations
-    jobs = min(args.jobs, n)
-    bar = make_progress(args, label="iteration 1") if jobs == 1 or n == 1 else None
-
-    def done(k, total):
-        if bar is not None:
-            bar.reset(f"iteration {min(k + 1, total)}")
-        elif interactive() and not args.json:
-            print(f"\riterations done: {k}/{total}", end="" if k < total else "\n", file=sys.stderr, flush=True)
-
+    make = runs_status(args, f"{n} iterations")
+    status = make([iteration_label(s) for s, _ in iteration_scenarios(text, n, args.seed)]) if make else None
     try:
         with warnings.catch_warnings():  # the CLI says it itself (warn_incomplete)
             warnings.simplefilter("ignore", IncompleteRunWarning)
-            results = run_n(text, n, jobs=jobs, progress=bar, on_done=done)
+            results = run_n(text, n, jobs=args.jobs, status=status)
     finally:
-        if bar is not None:
-            bar.close()
+        if status is not None:
+            status.close()
     if args.save:
         storage.save_iterations(results, args.save, scenario_text=text)
     if args.json:
@@ -194,22 +197,33 @@ def cmd_report(args) -> int:
 def reproduce_all(args, overrides) -> int:
     from numasim import reproduce_all as ra
 
-    def start(name):
-        _note(f"reproduce all: running {name} ...")
+    names = ra.registry.names()
+
+    def status(name):
+        i = names.index(name) + 1
+        return runs_status(args, f"reproduce all: {i}/{len(names)} {name}")
 
     def done(name, res, wall):
         _note(f"reproduce all: {name} {'PASS' if res.passed else 'FAIL'} in {wall:.1f} s")
 
-    results = ra.run_all(max_workers=args.jobs, overrides=overrides, on_start=start, on_done=done)
+    results = ra.run_all(max_workers=args.jobs, overrides=overrides, status=status, on_done=done)
     print(ra.to_json(results) if args.json else ra.to_text(results))
     return 1 if args.strict and not all(r.passed for r in results) else 0
+
+
+def reproduce_one(exp, args, overrides):
+    """One experiment, with a status line on a terminal: which of its runs are going."""
+    return exp.run(max_workers=args.jobs, overrides=overrides, status=runs_status(args, exp.name))
 
 
 def reproduce_iterations(exp, args, overrides) -> int:
     from numasim.reproduce_all import experiment_iterations
 
-    res = experiment_iterations(exp, args.iterations, max_workers=args.jobs, overrides=overrides,
-                                on_done=lambda k, n: _note(f"{exp.name}: iteration {k}/{n} done"))
+    n = args.iterations
+    res = experiment_iterations(
+        exp, n, max_workers=args.jobs, overrides=overrides,
+        status=lambda i: runs_status(args, f"{exp.name}: iteration {i}/{n}"),
+        on_done=lambda k, total: _note(f"{exp.name}: iteration {k}/{total} done"))
     print(res.to_json() if args.json else res.to_table())
     return 1 if args.strict and not res.passed else 0
 
