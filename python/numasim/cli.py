@@ -110,7 +110,23 @@ def cmd_run(args) -> int:
     rows.append(["hint local % (all)", f"{result.hint_local_percent():.1f}"])
     rows.append(["hint local % (last 10%)", f"{result.hint_local_percent(0.1):.1f}"])
     print(_table(rows, ["vmstat", "value"]))
+    print_numastat(result)
     return cli_reports.warn_incomplete([result])
+
+
+def print_numastat(result) -> None:
+    """The per-node views of `numastat` and `numastat -p` (numastat.py)."""
+    from numasim import numastat
+
+    mem = result.process_memory()
+    if len(mem):
+        print()
+        print(numastat.process_memory_text(mem))
+    counters = result.numastat()
+    if counters is not None:
+        print()
+        print("numastat (pages, per node: /sys/devices/system/node/nodeN/numastat)")
+        print(numastat.counters_text(counters))
 
 
 # ---------------------------------------------------------------- reproduce
