@@ -110,7 +110,7 @@ def test_machines_and_features():
 
 
 def test_scenario_show_resolves():
-    p = numasim_cli("scenario", "show", SMALL_NUMA02)
+    p = numasim_cli("scenario", "show", SMALL_NUMA02, "--json")
     assert p.returncode == 0, p.stderr
     res = json.loads(p.stdout)
     assert res["seed"] == 7 and res["kernel"]["sysctl"]["numa_balancing_scan_period_max_ms"] == 60000

@@ -235,30 +235,44 @@ INCOMPLETE_HELP = ("use runs that stopped at run.max_sim_s before their workload
                    "(refused by default), marked as incomplete")
 
 
-def add_parsers(sub) -> None:
-    """Register compare, plot and report on the `numasim` subparsers."""
-    sp = sub.add_parser("compare", help="mmtests-style comparison of saved results (compare-kernels layout)")
+def add_parsers(sub, command) -> None:
+    """Register compare, plot and report on the `numasim` subparsers (``command``:
+    cli_parser._command, which adds the description and example)."""
+    sp = command(sub, "compare", "compare saved results in mmtests' compare-kernels layout",
+                  "Compare saved results, one column per result file or group directory: the "
+                  "benchmark metrics' statistics with percentages against the baseline, the "
+                  "durations and the vmstat totals (docs/results.md gives every formula).",
+                  "  numasim compare off/ on/ --baseline off\n  numasim compare base=results/a new=results/b --json",
+                  cmd_compare)
     sp.add_argument("results", nargs="+", metavar="RESULT",
                     help="a result JSON, or a directory of them (one column); NAME=PATH names the column")
     sp.add_argument("--baseline", metavar="NAME", help="column the percentages refer to (default: the first)")
     sp.add_argument("--ddof", type=int, choices=[0, 1], default=1,
                     help="Stddev divisor n-ddof: 1 as current mmtests (default), 0 as the 2015 reports")
-    sp.add_argument("--json", action="store_true")
+    sp.add_argument("--json", action="store_true", help="print the same numbers as JSON")
     sp.add_argument("--allow-incomplete", action="store_true", help=INCOMPLETE_HELP)
     sp.set_defaults(func=cmd_compare)
 
-    sp = sub.add_parser("plot", help="plots of saved results (PNG and SVG)")
+    sp = command(sub, "plot", "plot saved results (PNG and SVG)",
+                 "Plot saved results: memory per node over time, the rates of hint faults, "
+                 "migrations, TLB shootdowns and PTE updates, each thread's nodes, and page "
+                 "placement over the address space.",
+                 "  numasim plot on/ --out img/", cmd_plot)
     sp.add_argument("results", nargs="+", metavar="RESULT", help="a result JSON or a directory of them")
     sp.add_argument("--out", required=True, metavar="DIR", help="directory for the images")
     sp.add_argument("--allow-incomplete", action="store_true", help=INCOMPLETE_HELP)
-    sp.set_defaults(func=cmd_plot)
 
-    sp = sub.add_parser("report", help="one self-contained HTML page: comparison tables, plots, scenarios")
+    sp = command(sub, "report", "write one self-contained HTML page: tables, plots, scenarios",
+                 "Write DIR/index.html: the comparison tables (as `compare`), the plots embedded "
+                 "in the page, and each column's scenario with what differs between columns.",
+                 "  numasim report off/ on/ --out report/ --title 'numa01, balancing off vs on'",
+                 cmd_report)
     sp.add_argument("results", nargs="+", metavar="RESULT",
                     help="a result JSON, or a directory of them (one column); NAME=PATH names the column")
     sp.add_argument("--out", required=True, metavar="DIR", help="directory for index.html")
-    sp.add_argument("--baseline", metavar="NAME")
-    sp.add_argument("--title")
-    sp.add_argument("--ddof", type=int, choices=[0, 1], default=1)
+    sp.add_argument("--baseline", metavar="NAME", help="column the percentages refer to (default: the first)")
+    sp.add_argument("--title", help="the page's title (default: numasim report)")
+    sp.add_argument("--ddof", type=int, choices=[0, 1], default=1,
+                    help="Stddev divisor n-ddof: 1 as current mmtests (default), 0 as the 2015 reports")
     sp.add_argument("--allow-incomplete", action="store_true", help=INCOMPLETE_HELP)
     sp.set_defaults(func=cmd_report)
