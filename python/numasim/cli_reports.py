@@ -138,7 +138,7 @@ def cmd_compare(args) -> int:
     cols = storage.load_columns(args.results)
     refuse_incomplete(cols, args)
     try:
-        cmp = compare(cols, baseline=args.baseline, ddof=args.ddof)
+        cmp = compare(cols, baseline=args.baseline, ddof=args.ddof, allow_mismatch=args.allow_mismatch)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if args.json:
@@ -184,7 +184,8 @@ def cmd_report(args) -> int:
     cols = storage.load_columns(args.results)
     refuse_incomplete(cols, args)
     try:
-        page = write_report(cols, args.out, baseline=args.baseline, title=args.title, ddof=args.ddof)
+        page = write_report(cols, args.out, baseline=args.baseline, title=args.title, ddof=args.ddof,
+                            allow_mismatch=args.allow_mismatch)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     print(page)
@@ -231,6 +232,8 @@ def reproduce_iterations(exp, args, overrides) -> int:
 # ---------------------------------------------------------------- parser
 
 
+MISMATCH_HELP = ("compare columns that ran different tests or different numbers of runs "
+                 "(refused by default), flagged in the tables")
 INCOMPLETE_HELP = ("use runs that stopped at run.max_sim_s before their workloads finished "
                    "(refused by default), marked as incomplete")
 
@@ -251,7 +254,7 @@ def add_parsers(sub, command) -> None:
                     help="Stddev divisor n-ddof: 1 as current mmtests (default), 0 as the 2015 reports")
     sp.add_argument("--json", action="store_true", help="print the same numbers as JSON")
     sp.add_argument("--allow-incomplete", action="store_true", help=INCOMPLETE_HELP)
-    sp.set_defaults(func=cmd_compare)
+    sp.add_argument("--allow-mismatch", action="store_true", help=MISMATCH_HELP)
 
     sp = command(sub, "plot", "plot saved results (PNG and SVG)",
                  "Plot saved results: memory per node over time, the rates of hint faults, "
@@ -275,4 +278,4 @@ def add_parsers(sub, command) -> None:
     sp.add_argument("--ddof", type=int, choices=[0, 1], default=1,
                     help="Stddev divisor n-ddof: 1 as current mmtests (default), 0 as the 2015 reports")
     sp.add_argument("--allow-incomplete", action="store_true", help=INCOMPLETE_HELP)
-    sp.set_defaults(func=cmd_report)
+    sp.add_argument("--allow-mismatch", action="store_true", help=MISMATCH_HELP)
