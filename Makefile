@@ -74,9 +74,10 @@ clean:
 system-deps:
 	@bash scripts/system-deps.sh system-packages.txt
 
-# Real-kernel workloads (workloads/*.c): one static binary, no libnuma, no Rust needed.
+# Real-kernel workloads (C sources shipped in the package): one static binary, no libnuma, no Rust.
 NUMAW     := build/realkernel/numaw
-NUMAW_SRC := $(wildcard workloads/*.c workloads/*.h)
+WORKLOADS := python/numasim/realkernel/workloads
+NUMAW_SRC := $(wildcard $(WORKLOADS)/*.c $(WORKLOADS)/*.h)
 
 $(NUMAW): $(NUMAW_SRC)
 	@mkdir -p $(@D)
