@@ -20,7 +20,7 @@ ifeq ($(wildcard python/numasim/_engine*.so),)
 $(shell rm -f $(BUILD_STAMP))
 endif
 
-.PHONY: help setup run test bench lint check-cargo clean workloads test-vm system-deps
+.PHONY: help setup run test bench lint check-cargo clean workloads test-vm system-deps fuzz fuzz-engine
 
 help:
 	@echo "make setup   create .venv, install pinned tools, build the engine (PGO=0: no profile-guided build)"
@@ -31,6 +31,7 @@ help:
 	@echo "make system-deps  install the missing Debian packages of system-packages.txt (chromium, ...)"
 	@echo "make workloads  static C workloads for real-kernel runs (build/realkernel/numaw)"
 	@echo "make test-vm    real-kernel validation in QEMU (6.1 and 6.12; needs system-deps)"
+	@echo "make fuzz       coverage-guided fuzzing of the scenario parser, 10^6 inputs (docs/fuzzing.md)"
 
 check-cargo:
 	@command -v cargo >/dev/null 2>&1 || { \
@@ -55,7 +56,7 @@ setup: check-cargo $(BUILD_STAMP)
 run: setup
 	$(BIN)/numasim reproduce autonuma-balancing
 
-test: setup system-deps
+test: setup system-deps fuzz-engine
 	cargo test --release --workspace --exclude numasim-py
 	$(BIN)/pytest -q tests
 
@@ -74,9 +75,10 @@ clean:
 system-deps:
 	@bash scripts/system-deps.sh system-packages.txt
 
-# Real-kernel workloads (workloads/*.c): one static binary, no libnuma, no Rust needed.
+# Real-kernel workloads (C sources shipped in the package): one static binary, no libnuma, no Rust.
 NUMAW     := build/realkernel/numaw
-NUMAW_SRC := $(wildcard workloads/*.c workloads/*.h)
+WORKLOADS := python/numasim/realkernel/workloads
+NUMAW_SRC := $(wildcard $(WORKLOADS)/*.c $(WORKLOADS)/*.h)
 
 $(NUMAW): $(NUMAW_SRC)
 	@mkdir -p $(@D)
@@ -87,3 +89,19 @@ workloads: $(NUMAW)
 # Boots Debian kernels in QEMU (TCG): several minutes, so not part of `make test`.
 test-vm: system-deps $(NUMAW) | $(PY)
 	NUMASIM_VM_TESTS=1 $(BIN)/pytest -q tests/test_realkernel_vm.py
+
+# The engine with SanitizerCoverage for fuzz/scenario_fuzz.py (stable Rust; tests/test_fuzz.py
+# runs a short campaign with it), and the long campaign of docs/fuzzing.md.
+FUZZ_ENGINE := target/fuzz-engine/_engine.so
+
+$(FUZZ_ENGINE): $(RUST_SRC) fuzz/build-engine.sh | check-cargo
+	bash fuzz/build-engine.sh
+
+fuzz-engine: $(FUZZ_ENGINE)
+
+FUZZ_RUNS ?= 1000000
+fuzz: setup fuzz-engine
+	$(PY) fuzz/seeds.py target/fuzz-seeds
+	@mkdir -p target/fuzz-corpus target/fuzz-artifacts
+	nice -n 19 $(PY) fuzz/scenario_fuzz.py -runs=$(FUZZ_RUNS) -print_final_stats=1 \
+	    -artifact_prefix=target/fuzz-artifacts/ target/fuzz-corpus target/fuzz-seeds

@@ -6,6 +6,8 @@
 # bit-identical: the profile guides inlining and code layout, not arithmetic).
 # Needs llvm-profdata of the toolchain's own LLVM (rustup component llvm-tools); without it the
 # build goes on without PGO and says so.
+# The same build (same flags, same target directory) also writes the wheel into target/wheels/:
+# a package that installs without Rust (tests/test_wheel.py installs it into a fresh venv).
 # usage: VIRTUAL_ENV=.venv scripts/build-engine.sh PATH/TO/maturin
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +15,8 @@ maturin=$1
 
 plain() {
     "$maturin" develop --release --quiet
+    rm -f target/wheels/numasim-*.whl
+    "$maturin" build --release --quiet --out target/wheels >/dev/null
 }
 
 if [ "${PGO:-1}" = "0" ]; then

@@ -65,7 +65,7 @@ def test_seed_is_recorded_and_can_change_the_run():
 
 
 def test_keyword_shortcut_equals_toml_file():
-    via_kw = numasim.run(workload="numa02", balancing=True, seed=7, overrides=SMALL_OVERRIDES)
+    via_kw = numasim.run(workload="numa02", balancing=True, seed=7, image="none", overrides=SMALL_OVERRIDES)
     via_file = numasim.run(SMALL_NUMA02)
     assert via_kw.counters == via_file.counters
     assert via_kw.times == via_file.times

@@ -137,7 +137,7 @@ def test_kernels_lists_versions_and_shows_a_release():
 
 
 def test_scenario_show_resolves():
-    p = numasim_cli("scenario", "show", SMALL_NUMA02)
+    p = numasim_cli("scenario", "show", SMALL_NUMA02, "--json")
     assert p.returncode == 0, p.stderr
     res = json.loads(p.stdout)
     assert res["seed"] == 7 and res["kernel"]["sysctl"]["numa_balancing_scan_period_max_ms"] == 60000

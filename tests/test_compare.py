@@ -225,7 +225,7 @@ def test_compare_layout_durations_and_summed_vmstat():
     cmp = compare([off, on], baseline="on")
     assert [col.name for col in cmp.columns] == ["on", "off"]  # the baseline comes first
     bench, dur, vm = cmp.sections
-    assert bench.title == "autonumabench"
+    assert bench.title == "autonumabench: NUMA02"
     assert [(r.stat, r.label) for r in bench.rows[:4]] == [
         ("Min", "syst-NUMA02"), ("Min", "elsp-NUMA02"), ("Amean", "syst-NUMA02"), ("Amean", "elsp-NUMA02")]
     amean = {r.label: r for r in bench.rows if r.stat == "Amean"}
@@ -258,7 +258,7 @@ def test_cli_compare_two_saved_results(tmp_path):
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     lines = out.splitlines()
-    assert lines[0] == "autonumabench"
+    assert lines[0] == "autonumabench: NUMA02"
     assert lines[1].split() == ["off", "on"]  # column names default to the file stems
     saved = {k: json.loads(p.read_text()) for k, p in paths.items()}
     for metric, key in (("syst-NUMA02", "system_s"), ("elsp-NUMA02", "elapsed_s")):

@@ -27,6 +27,7 @@ and SKIPPED below lists them, so a new one fails this test until it is justified
 - `numasim validate ... --kernel` (README, docs/realkernel.md) and `make test-vm`: boot Debian
   kernels in QEMU (`make test-vm`); `validate --vm-result` re-reads that boot's console log.
 - `numasim hostrun` (README, docs/realkernel.md): needs a NUMA host (it refuses one node).
+- `make fuzz` (docs/fuzzing.md): 10^6 fuzzing inputs, ~12 min; tests/test_fuzz.py runs 25 s of it.
 
 No command is substituted: the rest runs at the size the docs give (~1 min in all).
 """
@@ -53,6 +54,7 @@ SKIPPED = {
                   "numasim hostrun my-scenario.toml"],
     "docs/realkernel.md": ["numasim validate remote-toucher-4k", "numasim validate my.toml",
                            "numasim validate migratepages-4k", "numasim hostrun my.toml", "make test-vm"],
+    "docs/fuzzing.md": ["make fuzz"],
 }
 
 

@@ -99,7 +99,7 @@ def test_report_loads_in_headless_chromium(groups, tmp_path):
     # per test: one rates plot, and per column memory, tasks and placement
     assert r["images"] == 1 + 2 * 3, r
     assert r["decoded"] == r["images"] and min(r["widths"]) > 0, r
-    assert r["tables"] == ["autonumabench", "Duration (all runs of the column)",
+    assert r["tables"] == ["autonumabench: NUMA02", "Duration (all runs of the column)",
                            "vmstat (summed over all runs of the column)"], r
     assert r["amean_rows"] == 2  # syst- and elsp-NUMA02
     assert r["scenarios"] == 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import warnings
@@ -46,8 +47,10 @@ def run(
     ``scenario`` is a TOML path, TOML text or dict. The keywords build or
     amend it: ``run(workload="numa02", balancing=False, size_mib=64)``.
     ``overrides`` maps dotted keys to values (``{"machine.cpus_per_node": 4}``).
-    ``progress``, if given, is called now and then with ``(sim_ns, max_sim_ns,
-    events)`` (e.g. a ``numasim.progress.Progress``); its return value is ignored.
+    ``progress``, if given, is called now and then with ``(sim_ns, max_sim_ns, events,
+    done)`` (e.g. a ``numasim.progress.Progress``; ``done``: the fraction of the run done, of
+    the workloads' planned work or of max_sim_ns if further); a callable that takes three
+    arguments gets the first three. Its return value is ignored.
 
     A run that stops at ``run.max_sim_s`` before its workloads finish is returned with
     ``completed == False`` and an ``IncompleteRunWarning``.
@@ -60,9 +63,21 @@ def run(
     if progress is None:  # engine modules without the keyword keep working
         result = Result(_engine.run(text, host_memory_bytes()))
     else:
-        result = Result(_engine.run(text, host_memory_bytes(), progress=progress))
+        result = Result(_engine.run(text, host_memory_bytes(), progress=four_arguments(progress)))
     warn_if_incomplete(result)
     return result
+
+
+def four_arguments(progress):
+    """``progress`` if it takes (sim_ns, max_sim_ns, events, done), else a wrapper that passes
+    it the first three (the callables of numasim before ``done``)."""
+    try:
+        inspect.signature(progress).bind(0, 0, 0, 0.0)
+        return progress
+    except TypeError:
+        return lambda sim_ns, max_ns, events, done: progress(sim_ns, max_ns, events)
+    except ValueError:  # no signature to read (some builtins): assume the current form
+        return progress
 
 
 def warn_if_incomplete(result: Result) -> None:

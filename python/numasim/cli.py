@@ -3,12 +3,12 @@
 User errors (bad scenario, missing file, host too small) print one
 `error: <loc>: <msg>` line each and exit 2; engine bugs exit 1. A run that stopped at
 run.max_sim_s before its workloads finished prints a `warning:` line and exits 3.
-Set NUMASIM_BACKTRACE=1 to get the Python traceback as well.
+Set NUMASIM_BACKTRACE=1 to get the Python traceback as well. The parser and every command's
+help are in cli_parser.py.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -110,7 +110,23 @@ def cmd_run(args) -> int:
     rows.append(["hint local % (all)", f"{result.hint_local_percent():.1f}"])
     rows.append(["hint local % (last 10%)", f"{result.hint_local_percent(0.1):.1f}"])
     print(_table(rows, ["vmstat", "value"]))
+    print_numastat(result)
     return cli_reports.warn_incomplete([result])
+
+
+def print_numastat(result) -> None:
+    """The per-node views of `numastat` and `numastat -p` (numastat.py)."""
+    from numasim import numastat
+
+    mem = result.process_memory()
+    if len(mem):
+        print()
+        print(numastat.process_memory_text(mem))
+    counters = result.numastat()
+    if counters is not None:
+        print()
+        print("numastat (pages, per node: /sys/devices/system/node/nodeN/numastat)")
+        print(numastat.counters_text(counters))
 
 
 # ---------------------------------------------------------------- reproduce
@@ -139,7 +155,9 @@ def cmd_reproduce(args) -> int:
         from numasim.cli_reports import reproduce_iterations
 
         return reproduce_iterations(exp, args, overrides)
-    res = exp.run(max_workers=args.jobs, overrides=overrides)
+    from numasim.cli_reports import reproduce_one
+
+    res = reproduce_one(exp, args, overrides)
     print(res.to_json() if args.json else res.to_table())
     return 1 if args.strict and not res.passed else 0
 
@@ -290,85 +308,22 @@ def _pretty(v, indent: int = 0) -> str:
 
 
 def cmd_scenario_show(args) -> int:
+    from numasim.scenario_show import resolved_toml
+
     overrides = [parse_set(s) for s in args.set or []]
-    text = scenario_toml(args.file, overrides=overrides)
-    print(_pretty(numasim.resolve(text)))
+    resolved = numasim.resolve(scenario_toml(args.file, overrides=overrides))
+    print(_pretty(resolved) if args.json else resolved_toml(resolved), end="\n" if args.json else "")
     return 0
 
 
 # ---------------------------------------------------------------- parser
 
 
-JOBS_HELP = "parallel processes, 1..64 (default 2, or 1 on a single-CPU host); more than the CPUs warns"
+def build_parser():
+    from numasim.cli_parser import build_parser as build
 
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="numasim", description=__doc__.splitlines()[0])
-    p.add_argument("--version", action="version", version=f"numasim {numasim.__version__}")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    sp = sub.add_parser("run", help="run one scenario")
-    sp.add_argument("scenario", nargs="?", help="scenario TOML file")
-    sp.add_argument("--workload", "-w", help="workload kind, e.g. numa02 (replaces the file's)")
-    sp.add_argument("--machine", "-m", help=f"machine profile (default {DEFAULT_MACHINE})")
-    sp.add_argument("--balancing", choices=["on", "off"], help="kernel.numa_balancing (default on)")
-    sp.add_argument("--seed", type=int)
-    sp.add_argument("--set", action="append", metavar="KEY=VALUE",
-                    help="dotted-key override, e.g. workload.size_mib=64 (repeatable)")
-    sp.add_argument("--json", action="store_true", help="print the result JSON")
-    sp.add_argument("--save", metavar="PATH",
-                    help="also write the result JSON (+ Parquet sidecars) to PATH; a directory with --iterations")
-    sp.add_argument("--iterations", "-n", type=int, default=1, metavar="N",
-                    help="run N times (1..100) with seeds seed, seed+1, ... and summarise them as one column")
-    sp.add_argument("--jobs", "-j", type=int, metavar="J", help=JOBS_HELP)
-    sp.set_defaults(func=cmd_run)
-
-    sp = sub.add_parser("reproduce", help="run a named experiment and check it")
-    sp.add_argument("name", nargs="?", help="an experiment (see --list), or all")
-    sp.add_argument("--list", action="store_true", help="list experiments")
-    sp.add_argument("--json", action="store_true")
-    sp.add_argument("--jobs", "-j", type=int, metavar="J", help=JOBS_HELP)
-    sp.add_argument("--set", action="append", metavar="KEY=VALUE",
-                    help="override applied to every run (results then differ from the reference)")
-    sp.add_argument("--strict", action="store_true", help="exit 1 when a check fails")
-    sp.add_argument("--iterations", "-n", type=int, default=1, metavar="N",
-                    help="run the experiment with seeds 1..N (N in 1..100): mean values, checks must hold in all")
-    sp.set_defaults(func=cmd_reproduce)
-
-    from numasim.cli_reports import add_parsers as add_report_parsers
-
-    add_report_parsers(sub)  # compare, plot, report
-
-    sp = sub.add_parser("bench", help=("measure simulator speed (numa01, numa02, delay-mapping, "
-                                       "numa01-mthp16k, kvm-pinned-4k)"))
-    sp.add_argument("--json", action="store_true")
-    sp.add_argument("--only", action="append", choices=BENCH_WORKLOADS, metavar="WORKLOAD",
-                    help=f"bench only this workload (repeatable; one of {', '.join(BENCH_WORKLOADS)})")
-    sp.add_argument("--repeat", type=int, default=1, metavar="N",
-                    help="run each workload N times and report the fastest (default 1)")
-    sp.set_defaults(func=cmd_bench)
-
-    sp = sub.add_parser("machines", help="list built-in machine profiles")
-    sp.add_argument("--show", metavar="NAME", help="print one profile's TOML")
-    sp.set_defaults(func=cmd_machines)
-
-    sp = sub.add_parser("features", help="list kernel features the engine knows")
-    sp.add_argument("--json", action="store_true")
-    sp.set_defaults(func=cmd_features)
-
-    sp = sub.add_parser("kernels", help="list the kernel versions; --show V: its mechanism variants and features")
-    sp.add_argument("--show", metavar="VERSION", help="what that release runs: every mechanism's variant, every feature")
-    sp.add_argument("--json", action="store_true")
-    sp.set_defaults(func=cmd_kernels)
-
-    sp = sub.add_parser("scenario", help="scenario tools")
-    ssub = sp.add_subparsers(dest="scenario_command", required=True, metavar="ACTION")
-    ss = ssub.add_parser("show", help="print the fully resolved scenario as JSON")
-    ss.add_argument("file")
-    ss.add_argument("--set", action="append", metavar="KEY=VALUE")
-    ss.set_defaults(func=cmd_scenario_show)
-    __import__("numasim.realkernel.validate", fromlist=["register"]).register(sub)  # numasim validate
-    return p
+    return build({"run": cmd_run, "reproduce": cmd_reproduce, "bench": cmd_bench,
+                  "machines": cmd_machines, "features": cmd_features, "kernels": cmd_kernels, "scenario": cmd_scenario_show})
 
 
 def _error(loc: str, msg: str) -> None:
@@ -387,6 +342,9 @@ def main(argv=None) -> int:
     try:
         check_utf8_args(sys.argv[1:] if argv is None else argv)
         return args.func(args) or 0
+    except UsageError as exc:  # a NumasimError without a location
+        _error("", str(exc))
+        return 2
     except NumasimError as exc:  # Scenario/Capacity/Simulation: 2; Internal: 1
         if os.environ.get("NUMASIM_BACKTRACE"):
             raise
@@ -401,9 +359,6 @@ def main(argv=None) -> int:
         return 2
     except IsADirectoryError as exc:
         _error(exc.filename or "", "is a directory, not a scenario file")
-        return 2
-    except UsageError as exc:
-        _error("", str(exc))
         return 2
     except BrokenPipeError:  # `numasim ... | head`: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

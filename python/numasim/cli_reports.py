@@ -58,30 +58,33 @@ def run_single(text: str, args):
     return result
 
 
+def runs_status(args, title: str):
+    """A factory of progress.RunsProgress lines (keys -> status) on a terminal without
+    --json, else None."""
+    if getattr(args, "json", False) or not interactive():
+        return None
+    from numasim.progress import RunsProgress
+
+    return lambda keys: RunsProgress(keys, title=title)
+
+
 def run_iterations(text: str, args) -> int:
     """`numasim run ... --iterations N`: N seeded runs, saved as a group, summarised as one
     mmtests column."""
     from numasim import storage
     from numasim.compare import Column, compare
-    from numasim.repeat import run_iterations as run_n
+    from numasim.repeat import iteration_label, iteration_scenarios, run_iterations as run_n
 
     n = args.iterations
-    jobs = min(args.jobs, n)
-    bar = make_progress(args, label="iteration 1") if jobs == 1 or n == 1 else None
-
-    def done(k, total):
-        if bar is not None:
-            bar.reset(f"iteration {min(k + 1, total)}")
-        elif interactive() and not args.json:
-            print(f"\riterations done: {k}/{total}", end="" if k < total else "\n", file=sys.stderr, flush=True)
-
+    make = runs_status(args, f"{n} iterations")
+    status = make([iteration_label(s) for s, _ in iteration_scenarios(text, n, args.seed)]) if make else None
     try:
         with warnings.catch_warnings():  # the CLI says it itself (warn_incomplete)
             warnings.simplefilter("ignore", IncompleteRunWarning)
-            results = run_n(text, n, jobs=jobs, progress=bar, on_done=done)
+            results = run_n(text, n, jobs=args.jobs, status=status)
     finally:
-        if bar is not None:
-            bar.close()
+        if status is not None:
+            status.close()
     if args.save:
         storage.save_iterations(results, args.save, scenario_text=text)
     if args.json:
@@ -135,7 +138,7 @@ def cmd_compare(args) -> int:
     cols = storage.load_columns(args.results)
     refuse_incomplete(cols, args)
     try:
-        cmp = compare(cols, baseline=args.baseline, ddof=args.ddof)
+        cmp = compare(cols, baseline=args.baseline, ddof=args.ddof, allow_mismatch=args.allow_mismatch)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if args.json:
@@ -181,7 +184,8 @@ def cmd_report(args) -> int:
     cols = storage.load_columns(args.results)
     refuse_incomplete(cols, args)
     try:
-        page = write_report(cols, args.out, baseline=args.baseline, title=args.title, ddof=args.ddof)
+        page = write_report(cols, args.out, baseline=args.baseline, title=args.title, ddof=args.ddof,
+                            allow_mismatch=args.allow_mismatch)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     print(page)
@@ -194,22 +198,33 @@ def cmd_report(args) -> int:
 def reproduce_all(args, overrides) -> int:
     from numasim import reproduce_all as ra
 
-    def start(name):
-        _note(f"reproduce all: running {name} ...")
+    names = ra.registry.names()
+
+    def status(name):
+        i = names.index(name) + 1
+        return runs_status(args, f"reproduce all: {i}/{len(names)} {name}")
 
     def done(name, res, wall):
         _note(f"reproduce all: {name} {'PASS' if res.passed else 'FAIL'} in {wall:.1f} s")
 
-    results = ra.run_all(max_workers=args.jobs, overrides=overrides, on_start=start, on_done=done)
+    results = ra.run_all(max_workers=args.jobs, overrides=overrides, status=status, on_done=done)
     print(ra.to_json(results) if args.json else ra.to_text(results))
     return 1 if args.strict and not all(r.passed for r in results) else 0
+
+
+def reproduce_one(exp, args, overrides):
+    """One experiment, with a status line on a terminal: which of its runs are going."""
+    return exp.run(max_workers=args.jobs, overrides=overrides, status=runs_status(args, exp.name))
 
 
 def reproduce_iterations(exp, args, overrides) -> int:
     from numasim.reproduce_all import experiment_iterations
 
-    res = experiment_iterations(exp, args.iterations, max_workers=args.jobs, overrides=overrides,
-                                on_done=lambda k, n: _note(f"{exp.name}: iteration {k}/{n} done"))
+    n = args.iterations
+    res = experiment_iterations(
+        exp, n, max_workers=args.jobs, overrides=overrides,
+        status=lambda i: runs_status(args, f"{exp.name}: iteration {i}/{n}"),
+        on_done=lambda k, total: _note(f"{exp.name}: iteration {k}/{total} done"))
     print(res.to_json() if args.json else res.to_table())
     return 1 if args.strict and not res.passed else 0
 
@@ -217,34 +232,50 @@ def reproduce_iterations(exp, args, overrides) -> int:
 # ---------------------------------------------------------------- parser
 
 
+MISMATCH_HELP = ("compare columns that ran different tests or different numbers of runs "
+                 "(refused by default), flagged in the tables")
 INCOMPLETE_HELP = ("use runs that stopped at run.max_sim_s before their workloads finished "
                    "(refused by default), marked as incomplete")
 
 
-def add_parsers(sub) -> None:
-    """Register compare, plot and report on the `numasim` subparsers."""
-    sp = sub.add_parser("compare", help="mmtests-style comparison of saved results (compare-kernels layout)")
+def add_parsers(sub, command) -> None:
+    """Register compare, plot and report on the `numasim` subparsers (``command``:
+    cli_parser._command, which adds the description and example)."""
+    sp = command(sub, "compare", "compare saved results in mmtests' compare-kernels layout",
+                  "Compare saved results, one column per result file or group directory: the "
+                  "benchmark metrics' statistics with percentages against the baseline, the "
+                  "durations and the vmstat totals (docs/results.md gives every formula).",
+                  "  numasim compare off/ on/ --baseline off\n  numasim compare base=results/a new=results/b --json",
+                  cmd_compare)
     sp.add_argument("results", nargs="+", metavar="RESULT",
                     help="a result JSON, or a directory of them (one column); NAME=PATH names the column")
     sp.add_argument("--baseline", metavar="NAME", help="column the percentages refer to (default: the first)")
     sp.add_argument("--ddof", type=int, choices=[0, 1], default=1,
                     help="Stddev divisor n-ddof: 1 as current mmtests (default), 0 as the 2015 reports")
-    sp.add_argument("--json", action="store_true")
+    sp.add_argument("--json", action="store_true", help="print the same numbers as JSON")
     sp.add_argument("--allow-incomplete", action="store_true", help=INCOMPLETE_HELP)
-    sp.set_defaults(func=cmd_compare)
+    sp.add_argument("--allow-mismatch", action="store_true", help=MISMATCH_HELP)
 
-    sp = sub.add_parser("plot", help="plots of saved results (PNG and SVG)")
+    sp = command(sub, "plot", "plot saved results (PNG and SVG)",
+                 "Plot saved results: memory per node over time, the rates of hint faults, "
+                 "migrations, TLB shootdowns and PTE updates, each thread's nodes, and page "
+                 "placement over the address space.",
+                 "  numasim plot on/ --out img/", cmd_plot)
     sp.add_argument("results", nargs="+", metavar="RESULT", help="a result JSON or a directory of them")
     sp.add_argument("--out", required=True, metavar="DIR", help="directory for the images")
     sp.add_argument("--allow-incomplete", action="store_true", help=INCOMPLETE_HELP)
-    sp.set_defaults(func=cmd_plot)
 
-    sp = sub.add_parser("report", help="one self-contained HTML page: comparison tables, plots, scenarios")
+    sp = command(sub, "report", "write one self-contained HTML page: tables, plots, scenarios",
+                 "Write DIR/index.html: the comparison tables (as `compare`), the plots embedded "
+                 "in the page, and each column's scenario with what differs between columns.",
+                 "  numasim report off/ on/ --out report/ --title 'numa01, balancing off vs on'",
+                 cmd_report)
     sp.add_argument("results", nargs="+", metavar="RESULT",
                     help="a result JSON, or a directory of them (one column); NAME=PATH names the column")
     sp.add_argument("--out", required=True, metavar="DIR", help="directory for index.html")
-    sp.add_argument("--baseline", metavar="NAME")
-    sp.add_argument("--title")
-    sp.add_argument("--ddof", type=int, choices=[0, 1], default=1)
+    sp.add_argument("--baseline", metavar="NAME", help="column the percentages refer to (default: the first)")
+    sp.add_argument("--title", help="the page's title (default: numasim report)")
+    sp.add_argument("--ddof", type=int, choices=[0, 1], default=1,
+                    help="Stddev divisor n-ddof: 1 as current mmtests (default), 0 as the 2015 reports")
     sp.add_argument("--allow-incomplete", action="store_true", help=INCOMPLETE_HELP)
-    sp.set_defaults(func=cmd_report)
+    sp.add_argument("--allow-mismatch", action="store_true", help=MISMATCH_HELP)

@@ -283,11 +283,11 @@ def stat_rows(metric: str, better: str, per_col: list, ddof: int) -> list:
     base = per_col[0]
     rows = []
     for name, fn, diff in stats:
-        base_v = fn(base) if base else None
+        base_v = fn(base) if len(base) >= (2 if name in ("Stddev", "CoeffVar") else 1) else None
         cells = []
         for xs in per_col:
-            if not xs:
-                cells.append(Cell(None))
+            if not xs or (len(xs) < 2 and name in ("Stddev", "CoeffVar")):
+                cells.append(Cell(None))  # no run, or the spread of one run: undefined
                 continue
             v = fn(xs)
             pct = None
@@ -304,6 +304,14 @@ class Comparison:
     columns: list  # Column, baseline first
     sections: list  # Section
     ddof: int = 1
+    mismatch: str = ""  # what differs between the columns' tests and runs ("" when nothing)
+
+    def notes(self) -> list:
+        """Warnings printed above the tables: incomplete runs, mismatched columns."""
+        out = [self.incomplete_note()] if self.incomplete_note() else []
+        if self.mismatch:
+            out.append(f"MISMATCHED columns (different tests or numbers of runs): {self.mismatch}")
+        return out
 
     def incomplete_note(self) -> str:
         """A warning naming the columns that hold incomplete runs ("" when none does)."""
@@ -316,7 +324,7 @@ class Comparison:
     # ---------------------------------------------------------- text
     def to_text(self) -> str:
         names = [c.name for c in self.columns]
-        blocks = [self.incomplete_note()] if self.incomplete_note() else []
+        blocks = self.notes()
         for s in self.sections:
             if not s.rows:
                 continue
@@ -339,6 +347,7 @@ class Comparison:
                         for c in self.columns],
             "baseline": self.columns[0].name,
             "stddev_ddof": self.ddof,
+            "mismatch": self.mismatch or None,
             "sections": [{"title": s.title, "rows": [
                 {"stat": r.stat, "label": r.label, "cells": [cell(c) for c in r.cells]} for r in s.rows]}
                 for s in self.sections],
@@ -347,8 +356,7 @@ class Comparison:
     # ---------------------------------------------------------- html
     def to_html(self) -> str:
         names = [c.name for c in self.columns]
-        note = self.incomplete_note()
-        out = [f'<p class="incomplete">{html.escape(note)}</p>'] if note else []
+        out = [f'<p class="incomplete">{html.escape(note)}</p>' for note in self.notes()]
         for s in self.sections:
             if not s.rows:
                 continue
@@ -361,11 +369,21 @@ class Comparison:
                 for c in r.cells:
                     tds.append(f'<td class="num">{html.escape(_fmt_value(c.value, r.kind))}</td>')
                     if s.percentages:
-                        cls = "pct sig" if c.sig else "pct"
-                        tds.append(f'<td class="{cls}">{html.escape(_fmt_pct(c))}</td>')
+                        tds.append(f'<td class="{_pct_class(c)}">{html.escape(_fmt_pct(c))}</td>')
                 out.append(f"<tr><th>{html.escape(r.stat)}</th><th>{html.escape(r.label)}</th>{''.join(tds)}</tr>")
             out.append("</tbody></table>")
         return "\n".join(out)
+
+
+def _pct_class(c: Cell) -> str:
+    """CSS classes of a percentage cell: `better` (an improvement: the percentage is positive
+    for every row kind), `worse`, and `sig` when the mean differs significantly."""
+    cls = ["pct"]
+    if c.pct is not None and c.value is not None and c.pct != 0:
+        cls.append("better" if c.pct > 0 else "worse")
+    if c.sig:
+        cls.append("sig")
+    return " ".join(cls)
 
 
 def _json_num(v):
@@ -375,10 +393,9 @@ def _json_num(v):
 
 
 def _fmt_value(v, kind: str) -> str:
-    if v is None:
+    """A table cell; "-" where the statistic is undefined (no run, or the Stddev of one)."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
-    if isinstance(v, float) and math.isnan(v):
-        return "NaN"
     if kind == "int":
         return str(int(round(v)))
     return f"{v:.2f}"
@@ -393,31 +410,42 @@ def _fmt_pct(c: Cell) -> str:
 
 
 def _text_section(s: Section, names: list) -> str:
+    """One section as text. Each column is as wide as its widest value and percentage (or
+    its name), values and percentages right-aligned in it, so they line up at any size."""
     stat_w = max((len(r.stat) for r in s.rows), default=0)
     label_w = max(len(r.label) for r in s.rows)
-    val_w = max([12] + [len(_fmt_value(c.value, r.kind)) + 1 for r in s.rows for c in r.cells])
-    pct_w = max([10] + [len(_fmt_pct(c)) + 1 for r in s.rows for c in r.cells]) if s.percentages else 0
-    col_w = [max(val_w + pct_w, len(n) + 1) for n in names]
+    ncol = len(names)
+    val_w = [max([8] + [len(_fmt_value(r.cells[j].value, r.kind)) for r in s.rows]) for j in range(ncol)]
+    pct_w = [max([9] + [len(_fmt_pct(r.cells[j])) for r in s.rows]) if s.percentages else 0 for j in range(ncol)]
+    cell_w = [v + (p + 1 if p else 0) for v, p in zip(val_w, pct_w)]
+    col_w = [max(w, len(n)) for w, n in zip(cell_w, names)]
     lead = (stat_w + 1 if stat_w else 0) + label_w
-    lines = [s.title, " " * lead + "".join(n.rjust(w) for n, w in zip(names, col_w))]
+    lines = [s.title, " " * lead + "".join(" " + n.rjust(w) for n, w in zip(names, col_w))]
     for r in s.rows:
         left = (r.stat.ljust(stat_w) + " " if stat_w else "") + r.label.ljust(label_w)
         cells = []
-        for c, w in zip(r.cells, col_w):
-            text = _fmt_value(c.value, r.kind).rjust(val_w)
+        for j, c in enumerate(r.cells):
+            text = _fmt_value(c.value, r.kind).rjust(val_w[j])
             if s.percentages:
-                text += (" " + _fmt_pct(c)).rjust(pct_w) if _fmt_pct(c) else " " * pct_w
-            cells.append(text.rjust(w))
+                text += " " + _fmt_pct(c).rjust(pct_w[j])
+            cells.append(" " + text.rjust(col_w[j]))
         lines.append((left + "".join(cells)).rstrip())
     return "\n".join(lines)
 
 
-def compare(columns: list, baseline: str | None = None, ddof: int = 1, title: str | None = None) -> Comparison:
+def compare(columns: list, baseline: str | None = None, ddof: int = 1, title: str | None = None,
+            allow_mismatch: bool = False) -> Comparison:
     """Build the comparison of ``columns`` (list of Column). ``baseline`` names the column
-    the percentages refer to (default: the first); it is printed first."""
+    the percentages refer to (default: the first); it is printed first. Columns that ran
+    different tests, or a test a different number of times, are refused (ValueError) unless
+    ``allow_mismatch``, which flags them in the tables instead."""
     if not columns:
         raise ValueError("nothing to compare")
     cols = list(columns)
+    differ = mismatch(cols)
+    if differ and not allow_mismatch:
+        raise ValueError(f"the columns did not run the same tests the same number of times ({differ}); "
+                         "--allow-mismatch compares them anyway, flagged")
     if baseline is not None:
         idx = [i for i, c in enumerate(cols) if c.name == baseline]
         if not idx:
@@ -455,17 +483,41 @@ def compare(columns: list, baseline: str | None = None, ddof: int = 1, title: st
         Section(title, bench_rows, percentages=True),
         Section("Duration (all runs of the column)", duration_rows, percentages=False),
         Section("vmstat (summed over all runs of the column)", vm_rows, percentages=False),
-    ], ddof=ddof)
+    ], ddof=ddof, mismatch=differ)
 
 
 def _default_title(cols: list) -> str:
+    """The workloads compared: `autonumabench: NUMA01, NUMA02` for autonuma-benchmark tests
+    (mmtests' name for the suite), else the tests' names."""
     kinds = []
     for c in cols:
         for r in c.results:
             label = test_label(r)
             if label not in kinds:
                 kinds.append(label)
-    autonuma = {"NUMA01", "NUMA01_THREADLOCAL", "NUMA02", "NUMA02_SMT"}
-    if kinds and all(k in autonuma or k.startswith("NUMA0") for k in kinds):
-        return "autonumabench"
+    if kinds and all(k.startswith("NUMA0") and "+" not in k for k in kinds):
+        return "autonumabench: " + ", ".join(kinds)
     return ", ".join(kinds) or "results"
+
+
+def runs_per_test(column) -> dict:
+    """{test label: number of runs} of a column."""
+    out: dict = {}
+    for r in column.results:
+        label = test_label(r)
+        out[label] = out.get(label, 0) + 1
+    return out
+
+
+def mismatch(columns: list) -> str:
+    """What makes ``columns`` not comparable run for run: tests that only some columns ran,
+    or a test run a different number of times ("" when they match)."""
+    counts = [runs_per_test(c) for c in columns]
+    problems = []
+    tests = list(dict.fromkeys(t for n in counts for t in n))
+    for t in tests:
+        per_col = [n.get(t, 0) for n in counts]
+        if len(set(per_col)) > 1:
+            shown = ", ".join(f"{c.name} {k}" for c, k in zip(columns, per_col))
+            problems.append(f"{t} runs: {shown}")
+    return "; ".join(problems)

@@ -5,11 +5,8 @@ depend on how many run at once."""
 from __future__ import annotations
 
 import os
-from concurrent.futures import as_completed
-
 from numasim import exceptions
 from numasim.api import resolve
-from numasim.pool import process_pool
 from numasim.result import Result
 from numasim.scenario import UsageError, scenario_toml
 
@@ -67,37 +64,59 @@ def _raise(payload: str):
     raise cls(msg)
 
 
+class _Followers:
+    """Passes a run's start, progress and end on to a RunsProgress and to ``on_done(k, n)``."""
+
+    def __init__(self, status, on_done, n: int):
+        self.status, self.on_done, self.n, self.done = status, on_done, n, 0
+
+    def start(self, key) -> None:
+        if self.status is not None:
+            self.status.start(key)
+
+    def update(self, key, done: float) -> None:
+        if self.status is not None:
+            self.status.update(key, done)
+
+    def finish(self, key) -> None:
+        self.done += 1
+        if self.status is not None:
+            self.status.finish(key)
+        if self.on_done:
+            self.on_done(self.done, self.n)
+
+
+def iteration_label(seed: int) -> str:
+    return f"seed {seed}"
+
+
 def run_iterations(scenario, iterations: int, seed: int | None = None, jobs: int | None = None,
-                   progress=None, on_done=None) -> list:
+                   progress=None, on_done=None, status=None) -> list:
     """Run ``iterations`` seeded copies of ``scenario`` and return their Results in seed
     order (an IncompleteRunWarning for each that stopped at run.max_sim_s). ``jobs``
-    parallel processes (1..MAX_JOBS; default 2, or 1 on a single-CPU host); ``progress`` is passed to the engine
-    when the runs happen in this process (one job, or one iteration); ``on_done(k, n)`` is
-    called as each iteration finishes."""
+    parallel processes (1..MAX_JOBS; default 2, or 1 on a single-CPU host); ``progress`` is
+    passed to the engine when the runs happen in this process (one job, or one iteration);
+    ``on_done(k, n)`` is called as each iteration finishes; ``status`` (a
+    progress.RunsProgress over the labels ``seed S``) follows every run."""
     from numasim.api import run, warn_if_incomplete
-    from numasim.experiments.registry import _run_one
+    from numasim.pool import run_scenarios
 
     jobs = check_jobs(default_jobs() if jobs is None else jobs)
     runs = iteration_scenarios(scenario, iterations, seed)
     n = len(runs)
-    jobs = min(jobs, n)
-    results: list = [None] * n
-    if jobs == 1:
+    if min(jobs, n) == 1 and status is None:
+        results = []
         for k, (_, toml) in enumerate(runs):
-            results[k] = run(toml, progress=progress)
+            results.append(run(toml, progress=progress))
             if on_done:
                 on_done(k + 1, n)
         return results
-    with process_pool(jobs) as pool:
-        futures = {pool.submit(_run_one, toml): k for k, (_, toml) in enumerate(runs)}
-        for done, fut in enumerate(as_completed(futures), 1):
-            status, payload = fut.result()
-            if status != "ok":
-                for f in futures:
-                    f.cancel()
-                _raise(payload)
-            results[futures[fut]] = Result(payload)
-            warn_if_incomplete(results[futures[fut]])
-            if on_done:
-                on_done(done, n)
+    scenarios = {iteration_label(s): toml for s, toml in runs}
+    raw = run_scenarios(scenarios, jobs=jobs, status=_Followers(status, on_done, n), stop_on_error=True)
+    for state, payload in raw.values():
+        if state != "ok":
+            _raise(payload)
+    results = [Result(raw[key][1]) for key in scenarios]
+    for r in results:
+        warn_if_incomplete(r)
     return results

@@ -1,5 +1,6 @@
-"""One self-contained HTML page: the mmtests-style comparison tables, the plots (PNG
-embedded as base64 data URIs) and the scenario each column was run from."""
+"""One self-contained HTML page: the mmtests-style comparison tables (improvements and
+regressions in different colours), the plots (PNG embedded as base64 data URIs), what differs
+between the columns' scenarios and each column's scenario as TOML."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import numasim
 from numasim import plot
 from numasim.compare import compare, test_label
+from numasim.scenario_show import resolved_toml
 
 PAGE = "index.html"
 
@@ -24,7 +26,9 @@ table.mmtests th, table.mmtests td { padding: 0.1em 0.6em; border-bottom: 1px so
 table.mmtests th { text-align: left; font-weight: normal; }
 table.mmtests thead th { font-weight: bold; text-align: right; }
 td.num, td.pct { text-align: right; white-space: pre; }
-td.sig { font-weight: bold; color: #a00; }
+td.better { color: #060; } td.worse { color: #b00; } td.sig { font-weight: bold; }
+table.diff { border-collapse: collapse; font-family: monospace; font-size: 0.85em; }
+table.diff th, table.diff td { padding: 0.1em 0.6em; border-bottom: 1px solid #eee; text-align: left; }
 figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
 pre { background: #f6f6f6; padding: 0.8em; overflow-x: auto; font-size: 0.85em; }
 .note { color: #666; font-size: 0.9em; }
@@ -52,25 +56,72 @@ def _first_per_test(column) -> dict:
     return out
 
 
-def _scenario_block(column) -> str:
+def _scenario_toml(column) -> tuple:
+    """(what, TOML) of a column's scenario: the group's scenario.toml, or the first run's
+    resolved scenario written as scenario TOML."""
     if column.scenario_text is not None:
-        return f"<p>scenario.toml of the group:</p><pre>{html.escape(column.scenario_text)}</pre>"
-    blocks = []
-    seen = set()
-    for r, src in zip(column.results, column.sources or [None] * len(column.results)):
-        label = test_label(r)
-        if label in seen:
+        return "scenario.toml of the group", column.scenario_text
+    r = column.results[0]
+    src = f" ({column.sources[0]}, seed {r.seed})" if column.sources else ""
+    try:
+        return f"the resolved scenario of its first run{src}", resolved_toml(r.scenario)
+    except (KeyError, TypeError, ValueError):  # a result of an older engine: its JSON as is
+        return f"the scenario of its first run{src}, as JSON", json.dumps(r.scenario, indent=1, sort_keys=True)
+
+
+def _flatten(v, prefix: str = "") -> dict:
+    """{dotted key: scalar or list} of a nested dict (lists of tables get their index)."""
+    out = {}
+    if isinstance(v, dict):
+        for k, x in v.items():
+            out.update(_flatten(x, f"{prefix}.{k}" if prefix else str(k)))
+    elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
+        for i, x in enumerate(v):
+            out.update(_flatten(x, f"{prefix}[{i}]"))
+    else:
+        out[prefix] = v
+    return out
+
+
+def scenario_differences(columns: list) -> dict:
+    """{test: [(key, [value per column])]}: the resolved-scenario keys whose values differ
+    between the columns' first runs of each test (the seed left out: iterations vary it)."""
+    out = {}
+    firsts = [_first_per_test(c) for c in columns]
+    for t in dict.fromkeys(t for f in firsts for t in f):
+        flat = [_flatten(f[t].scenario) if t in f else {} for f in firsts]
+        keys = list(dict.fromkeys(k for fl in flat for k in fl))
+        rows = [(k, [fl.get(k) for fl in flat]) for k in keys
+                if k != "seed" and len({json.dumps(fl.get(k), sort_keys=True) for fl in flat}) > 1]
+        out[t] = rows
+    return out
+
+
+def _differences_html(columns: list) -> str:
+    if len(columns) < 2:
+        return ""
+    parts = []
+    head = "".join(f"<th>{html.escape(c.name)}</th>" for c in columns)
+    for t, rows in scenario_differences(columns).items():
+        if not rows:
+            parts.append(f"<p>{html.escape(t)}: the columns ran the same scenario (seeds aside).</p>")
             continue
-        seen.add(label)
-        text = json.dumps(r.scenario, indent=1, sort_keys=True)
-        where = f" (from {html.escape(str(src))}, seed {r.seed})" if src else ""
-        blocks.append(f"<p>{html.escape(label)}: the resolved scenario{where}:</p><pre>{html.escape(text)}</pre>")
-    return "".join(blocks)
+        body = "".join("<tr><td>" + html.escape(k) + "</td>"
+                       + "".join(f"<td>{html.escape(_short(v))}</td>" for v in vals) + "</tr>" for k, vals in rows)
+        parts.append(f'<p>{html.escape(t)}: what differs between the columns</p>'
+                     f'<table class="diff"><thead><tr><th>key</th>{head}</tr></thead><tbody>{body}</tbody></table>')
+    return "".join(parts)
 
 
-def build_html(columns: list, baseline: str | None = None, title: str | None = None, ddof: int = 1) -> str:
+def _short(v) -> str:
+    text = "-" if v is None else json.dumps(v)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def build_html(columns: list, baseline: str | None = None, title: str | None = None, ddof: int = 1,
+               allow_mismatch: bool = False) -> str:
     """The report page for ``columns`` (list of compare.Column)."""
-    cmp = compare(columns, baseline=baseline, ddof=ddof)
+    cmp = compare(columns, baseline=baseline, ddof=ddof, allow_mismatch=allow_mismatch)
     cols = cmp.columns
     parts = [
         "<!DOCTYPE html>",
@@ -118,17 +169,21 @@ def build_html(columns: list, baseline: str | None = None, title: str | None = N
                      + "; ".join(f"{html.escape(k)}: {html.escape(v)}" for k, v in skipped.items())
                      + ".</p>")
     parts.append('<h2 id="scenarios">Scenarios</h2>')
+    parts.append(_differences_html(cols))
     for c in cols:
-        parts.append(f"<h3>{html.escape(c.name)}</h3>{_scenario_block(c)}")
+        what, text = _scenario_toml(c)
+        parts.append(f"<h3>{html.escape(c.name)}</h3><details><summary>{html.escape(what)}</summary>"
+                     f"<pre>{html.escape(text)}</pre></details>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 
 
 def write_report(columns: list, out_dir, baseline: str | None = None, title: str | None = None,
-                 ddof: int = 1) -> Path:
+                 ddof: int = 1, allow_mismatch: bool = False) -> Path:
     """Write ``out_dir/index.html`` and return its path."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     page = out / PAGE
-    page.write_text(build_html(columns, baseline=baseline, title=title, ddof=ddof), encoding="utf-8")
+    page.write_text(build_html(columns, baseline=baseline, title=title, ddof=ddof, allow_mismatch=allow_mismatch),
+                    encoding="utf-8")
     return page

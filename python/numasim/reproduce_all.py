@@ -71,16 +71,17 @@ def summary_line(results: list) -> str:
             f"tolerance ({n['checks_hold']} of {n['checks']} checks)")
 
 
-def run_all(max_workers: int = 2, overrides=None, on_start=None, on_done=None) -> list:
+def run_all(max_workers: int = 2, overrides=None, on_start=None, on_done=None, status=None) -> list:
     """Run every registered experiment in name order; returns their ExperimentResults.
-    ``on_start(name)`` / ``on_done(name, result, wall_s)`` report progress."""
+    ``on_start(name)`` / ``on_done(name, result, wall_s)`` report progress; ``status(name)``
+    gives the experiment's status factory (Experiment.run), or None."""
     results = []
     for name in registry.names():
         exp = registry.get(name)
         if on_start:
             on_start(name)
         t0 = time.perf_counter()
-        res = exp.run(max_workers=max_workers, overrides=overrides)
+        res = exp.run(max_workers=max_workers, overrides=overrides, status=status(name) if status else None)
         if on_done:
             on_done(name, res, time.perf_counter() - t0)
         results.append(res)
@@ -88,11 +89,12 @@ def run_all(max_workers: int = 2, overrides=None, on_start=None, on_done=None) -
 
 
 def experiment_iterations(exp, iterations: int, max_workers: int = 2, overrides=None,
-                          first_seed: int = 1, on_done=None):
+                          first_seed: int = 1, on_done=None, status=None):
     """Run experiment ``exp`` ``iterations`` times with every scenario's seed set to
     first_seed, first_seed+1, ... (the shipped experiments use seed 1, so the first
     iteration is the standard run). Returns one ExperimentResult whose values are the means
-    over the iterations and whose checks must hold in every iteration."""
+    over the iterations and whose checks must hold in every iteration. ``status(i)`` gives
+    iteration i's status factory (Experiment.run), or None."""
     from numasim.experiments.registry import ExperimentResult, Row
 
     from numasim.repeat import check_iterations
@@ -101,7 +103,8 @@ def experiment_iterations(exp, iterations: int, max_workers: int = 2, overrides=
     runs = []
     for i in range(iterations):
         ov = list(overrides.items() if isinstance(overrides, dict) else (overrides or []))
-        runs.append(exp.run(max_workers=max_workers, overrides=ov + [("seed", first_seed + i)]))
+        runs.append(exp.run(max_workers=max_workers, overrides=ov + [("seed", first_seed + i)],
+                            status=status(i + 1) if status else None))
         if on_done:
             on_done(i + 1, iterations)
     rows = []

@@ -111,6 +111,20 @@ class Result:
         return m.pivot_table(index="time_s", columns=["pid", "node"], values="pages",
                              aggfunc="sum", fill_value=0)
 
+    def numastat(self):
+        """Per-node allocation counters as /sys/devices/system/node/nodeN/numastat at the end
+        (rows numa_hit ... other_node, columns node0, node1, ...); None for older results."""
+        from numasim.numastat import node_counters
+
+        return node_counters(self)
+
+    def process_memory(self) -> pd.DataFrame:
+        """``numastat -p``: each process's resident MiB per node (and Total) at its last
+        sample before it exited."""
+        from numasim.numastat import process_memory
+
+        return process_memory(self)
+
     # ------------------------------------------------------------ metrics
     def hint_faults_window(self, last_fraction: float | None = None) -> tuple:
         """(hint faults, local hint faults) over the run, or over its last

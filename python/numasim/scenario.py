@@ -6,6 +6,8 @@ engine, which resolves it (and reports every problem as a ScenarioError).
 
 from __future__ import annotations
 
+import copy
+import datetime
 import json
 import math
 import os
@@ -32,10 +34,9 @@ __all__ = [
 ]
 
 
-
-
-class UsageError(ValueError):
-    """A shortcut or override that cannot be turned into a scenario."""
+class UsageError(_engine.NumasimError, ValueError):
+    """A shortcut, override, option or input file that cannot be used: a NumasimError (bad
+    input), and a ValueError as before."""
 
 
 # ---------------------------------------------------------------- reading
@@ -100,6 +101,8 @@ def _value(v) -> str:
         return json.dumps(v, ensure_ascii=False)  # JSON escapes are valid TOML
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(_value(x) for x in v) + "]"
+    if isinstance(v, (datetime.date, datetime.time)):  # TOML's dates and times (RFC 3339)
+        return v.isoformat()
     if isinstance(v, dict):
         inner = ", ".join(f"{_key(k)} = {_value(x)}" for k, x in v.items() if x is not None)
         return "{" + inner + "}"
@@ -110,7 +113,9 @@ def _is_table_array(v) -> bool:
     return isinstance(v, (list, tuple)) and len(v) > 0 and all(isinstance(x, dict) for x in v)
 
 
-def _emit(d: dict, prefix: list, out: list) -> None:
+def _emit(d: dict, prefix: list, out: list, keys: list, kpath: tuple = ()) -> None:
+    """Append ``d``'s lines to ``out`` and, for each, its key path to ``keys`` (a tuple of
+    names and array indices; None for a blank line)."""
     tables = []
     for k, v in d.items():
         if v is None:
@@ -119,24 +124,36 @@ def _emit(d: dict, prefix: list, out: list) -> None:
             tables.append((k, v))
         else:
             out.append(f"{_key(k)} = {_value(v)}")
+            keys.append(kpath + (str(k),))
     for k, v in tables:
         path = prefix + [_key(k)]
         if isinstance(v, dict):
             out.append("")
             out.append("[" + ".".join(path) + "]")
-            _emit(v, path, out)
+            keys += [None, kpath + (str(k),)]
+            _emit(v, path, out, keys, kpath + (str(k),))
         else:
-            for item in v:
+            for i, item in enumerate(v):
                 out.append("")
                 out.append("[[" + ".".join(path) + "]]")
-                _emit(item, path, out)
+                keys += [None, kpath + (str(k), i)]
+                _emit(item, path, out, keys, kpath + (str(k), i))
+
+
+def to_toml_with_keys(d: dict) -> tuple:
+    """(TOML text, key path of each line): to_toml, and where each line came from."""
+    out: list = []
+    keys: list = []
+    _emit(d, [], out, keys)
+    while out and out[0] == "":
+        out.pop(0)
+        keys.pop(0)
+    return "\n".join(out) + "\n", keys
 
 
 def to_toml(d: dict) -> str:
     """A small TOML writer: tables, arrays of tables, scalars and arrays."""
-    out: list = []
-    _emit(d, [], out)
-    return "\n".join(out).lstrip("\n") + "\n"
+    return to_toml_with_keys(d)[0]
 
 
 # ---------------------------------------------------------------- overrides
@@ -193,6 +210,25 @@ def apply_overrides(scenario: dict, overrides) -> dict:
     return scenario
 
 
+def check_written(text: str, keys: list, src_text: str | None = None, overrides=None) -> None:
+    """The engine must parse the TOML written here. A value it cannot read (an integer too
+    large, say) is reported where the user wrote it: a line of their file, or their --set;
+    never a line of the text written here, which the user has not seen."""
+    try:
+        _engine.resolve(text)
+    except _engine.ScenarioError as exc:
+        errors = getattr(exc, "errors", None) or []
+        if not any(e.get("kind") == "toml_syntax" for e in errors):
+            return  # the engine reports the rest itself, in keys
+        from numasim.tomlpos import locate
+
+        mapped = [dict(e, loc=locate(e["loc"], keys, src_text, overrides)) if e.get("kind") == "toml_syntax" else e
+                  for e in errors]
+        new = _engine.ScenarioError("; ".join(f"{e['loc']}: {e['msg']}" for e in mapped))
+        new.errors = mapped
+        raise new from None
+
+
 # ---------------------------------------------------------------- shortcuts
 
 
@@ -230,11 +266,12 @@ def scenario_toml(
     )
     changes = any(v is not None for v in shortcut.values()) or workload_params or overrides
     src = read_source(scenario) if scenario is not None else {}
+    src_text = src if isinstance(src, str) else None
     if isinstance(src, str):
         if not changes:
             return src
         src = parse_toml(src)
-    d = json.loads(json.dumps(src))  # deep copy; keeps the caller's dict intact
+    d = copy.deepcopy(src)  # keeps the caller's dict intact
     if scenario is None:
         d.setdefault("machine", {"profile": machine or DEFAULT_MACHINE})
     if seed is not None:
@@ -257,4 +294,6 @@ def scenario_toml(
             w.update(workload_params)
     if overrides:
         apply_overrides(d, overrides)
-    return to_toml(d)
+    text, keys = to_toml_with_keys(d)
+    check_written(text, keys, src_text=src_text, overrides=overrides)
+    return text

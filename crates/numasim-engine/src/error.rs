@@ -30,7 +30,7 @@ pub enum Error {
     #[error("invalid scenario: {}", format_problems(.0))]
     Scenario(Vec<ScenarioProblem>),
     /// The host cannot hold the simulation state.
-    #[error("simulation needs about {needed} bytes of host memory but only {available} are available")]
+    #[error("the simulation needs about {} of host memory but only {} is available", human_bytes(*.needed), human_bytes(*.available))]
     Capacity { needed: u64, available: u64 },
     /// The simulated kernel ran out of memory (e.g. MPOL_BIND node full).
     #[error("simulated out-of-memory at t={at_s:.3}s: {detail}")]
@@ -38,6 +38,16 @@ pub enum Error {
     /// A kernel invariant broke: this is an engine bug.
     #[error("invariant {name} violated at t={at_s:.3}s: {detail}")]
     Invariant { name: String, at_s: f64, detail: String },
+}
+
+/// `3.2 GiB`, or `640 MiB` below a GiB: the units a user thinks in, not bytes.
+fn human_bytes(bytes: u64) -> String {
+    let gib = bytes as f64 / (1u64 << 30) as f64;
+    if gib >= 1.0 {
+        format!("{gib:.1} GiB")
+    } else {
+        format!("{:.0} MiB", bytes as f64 / (1u64 << 20) as f64)
+    }
 }
 
 fn format_problems(p: &[ScenarioProblem]) -> String {
@@ -57,3 +67,12 @@ impl fmt::Display for ScenarioProblem {
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn capacity_speaks_gib_and_mib() {
+        let e = super::Error::Capacity { needed: 3 << 30, available: 512 << 20 };
+        assert_eq!(e.to_string(), "the simulation needs about 3.0 GiB of host memory but only 512 MiB is available");
+    }
+}

@@ -2,6 +2,7 @@
 
 use crate::error::{Error, Result};
 use crate::kernel::Kernel;
+use crate::mm::page_alloc::NumaStat;
 use crate::vmstat::VmEvent;
 
 fn fail(k: &Kernel, name: &str, detail: String) -> Error {
@@ -16,6 +17,19 @@ pub fn check_counters(k: &Kernel) -> Result<()> {
     }
     if v.get(VmEvent::NumaPagesMigrated) > v.get(VmEvent::PgmigrateSuccess) {
         return Err(fail(k, "numa_migrated_le_pgmigrate_success", String::new()));
+    }
+    let pairs = [
+        (NumaStat::Hit, VmEvent::NumaHit),
+        (NumaStat::Miss, VmEvent::NumaMiss),
+        (NumaStat::Foreign, VmEvent::NumaForeign),
+        (NumaStat::LocalNode, VmEvent::NumaLocal),
+        (NumaStat::OtherNode, VmEvent::NumaOther),
+    ];
+    for (stat, event) in pairs {
+        let per_node: u64 = k.nodes.iter().map(|n| n.numastat[stat as usize]).sum();
+        if per_node != v.get(event) {
+            return Err(fail(k, "numastat_sums_to_vmstat", format!("{stat:?}: nodes sum to {per_node}, /proc/vmstat has {}", v.get(event))));
+        }
     }
     for (n, node) in k.nodes.iter().enumerate() {
         let held: u64 = k.mms.iter().map(|m| m.node_pages[n]).sum();

@@ -143,6 +143,8 @@ pub struct RunResult {
     pub scenario: Value,
     pub seed: u64,
     pub counters: Vec<(&'static str, u64)>,
+    /// Per node: /sys/devices/system/node/nodeN/numastat (page_alloc::NUMA_STAT_NAMES).
+    pub numastat: Vec<[u64; crate::mm::page_alloc::NR_NUMA_STAT]>,
     pub tlb_irqs: Vec<u64>,
     pub elapsed_s: f64,
     pub user_s: f64,
@@ -272,6 +274,7 @@ impl RunResult {
             seed: s.seed,
             counters: VM_EVENT_NAMES.iter().copied().zip(k.vmstat.0.iter().copied()).collect(),
             tlb_irqs: k.irq_tlb_count.clone(),
+            numastat: k.nodes.iter().map(|n| n.numastat).collect(),
             elapsed_s: (last - first) as f64 / 1e9,
             user_s: processes.iter().map(|p| p.user_s).sum(),
             system_s: processes.iter().map(|p| p.system_s).sum(),
@@ -295,6 +298,16 @@ impl RunResult {
                 .collect(),
             trace: k.trace.clone(),
         }
+    }
+
+    /// {"numa_hit": [per node], ...}: /sys/devices/system/node/nodeN/numastat at the end.
+    fn numastat_json(&self) -> Value {
+        crate::mm::page_alloc::NUMA_STAT_NAMES
+            .iter()
+            .enumerate()
+            .map(|(i, name)| (name.to_string(), json!(self.numastat.iter().map(|n| n[i]).collect::<Vec<_>>())))
+            .collect::<Map<String, Value>>()
+            .into()
     }
 
     pub fn counter(&self, name: &str) -> u64 {
@@ -369,6 +382,7 @@ impl RunResult {
             "scenario": self.scenario,
             "completed": self.completed,
             "counters": counters,
+            "numastat": self.numastat_json(),
             "interrupts": {"TLB": {"total": self.tlb_irqs.iter().sum::<u64>(), "per_cpu": self.tlb_irqs}},
             "times": {"elapsed_s": self.elapsed_s, "user_s": self.user_s, "system_s": self.system_s},
             "processes": processes,

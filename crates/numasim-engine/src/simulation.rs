@@ -67,6 +67,14 @@ impl Simulation {
         (self.k.now, self.max_ns, v.get(NumaPteUpdates) + v.get(NumaHintFaults) + v.get(PgmigrateSuccess) + ipis)
     }
 
+    /// Fraction of the workloads' planned work done (workload/plan.rs), or of `run.max_sim_s`
+    /// if that is further: how far the run is, for a progress display.
+    pub fn fraction_done(&self) -> f64 {
+        let by_time = if self.max_ns > 0 { self.k.now as f64 / self.max_ns as f64 } else { 1.0 };
+        let f = if self.done { 1.0 } else { self.k.work_done().max(by_time) };
+        f.clamp(0.0, 1.0)
+    }
+
     pub fn finished(&self) -> bool {
         self.done
     }

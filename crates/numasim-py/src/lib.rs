@@ -58,19 +58,23 @@ fn to_pyerr(py: Python<'_>, f: Failure) -> PyErr {
 /// progress calls: a SIGINT stops a run within about this long (plus one tick).
 const POLL: Duration = Duration::from_millis(20);
 
+/// Simulated time between two progress calls at most: short runs get several.
+const PROGRESS_SLICE_NS: u64 = 50_000_000;
+
 /// Run a scenario given as TOML text; returns the result as JSON text. The engine runs in
 /// slices with the GIL released: at most about `POLL` of wall time and, with `progress`, at
-/// most 1/1000 of `run.max_sim_s` (10 ms to 1 s) of simulated time. After each slice pending
+/// most `PROGRESS_SLICE_NS` of simulated time. After each slice pending
 /// signals are handled (`PyErr_CheckSignals`: Ctrl-C raises KeyboardInterrupt and ends the run)
-/// and `progress(sim_ns, max_sim_ns, events)` is called if given; an exception it raises also
+/// and `progress(sim_ns, max_sim_ns, events, fraction_done)` is called if given (fraction_done:
+/// of the workloads' planned work, or of max_sim_ns if further); an exception it raises also
 /// stops the run.
 #[pyfunction]
 #[pyo3(signature = (scenario_toml, host_memory_bytes=None, progress=None))]
 fn run(py: Python<'_>, scenario_toml: String, host_memory_bytes: Option<u64>, progress: Option<PyObject>) -> PyResult<String> {
     let mut sim = enter_engine(py, move || numasim_engine::prepare_toml(&scenario_toml, host_memory_bytes)).map_err(|f| to_pyerr(py, f))?;
     loop {
-        let (now, max, _) = sim.progress();
-        let until = if progress.is_some() { now + (max / 1000).clamp(10_000_000, 1_000_000_000) } else { u64::MAX };
+        let now = sim.k.now;
+        let until = if progress.is_some() { now + PROGRESS_SLICE_NS } else { u64::MAX };
         let more = enter_engine(py, || {
             let start = Instant::now();
             while sim.step()? {
@@ -83,7 +87,8 @@ fn run(py: Python<'_>, scenario_toml: String, host_memory_bytes: Option<u64>, pr
         .map_err(|f| to_pyerr(py, f))?;
         py.check_signals()?;
         if let Some(cb) = &progress {
-            cb.call1(py, sim.progress())?;
+            let (now, max, events) = sim.progress();
+            cb.call1(py, (now, max, events, sim.fraction_done()))?;
         }
         if !more {
             break;

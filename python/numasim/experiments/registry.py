@@ -106,32 +106,23 @@ class RunOutcome:
 
 
 def _run_one(toml_text: str):
-    """Worker: returns picklable data only (native exceptions may not pickle)."""
-    from numasim.api import host_memory_bytes
-    from numasim import _engine
-    from numasim.exceptions import NumasimError, error_list
+    """Worker: ("ok", result JSON) or ("error", "Kind: message") (pool.run_one)."""
+    from numasim.pool import run_one
 
-    try:
-        return ("ok", _engine.run(toml_text, host_memory_bytes()))
-    except NumasimError as exc:
-        msg = "; ".join(f"{e['loc']}: {e['msg']}" if e["loc"] else e["msg"] for e in error_list(exc))
-        return ("error", f"{type(exc).__name__}: {msg}")
+    return run_one(toml_text)
 
 
-def run_many(scenarios: dict, max_workers: int = 2) -> dict:
+def run_many(scenarios: dict, max_workers: int = 2, status=None) -> dict:
     """Run {key: scenario TOML} and return {key: RunOutcome}. Results do not
-    depend on ``max_workers``: every run is a separate, seeded simulation."""
-    keys = list(scenarios)
-    if max_workers <= 1 or len(keys) <= 1:
-        raw = [_run_one(scenarios[k]) for k in keys]
-    else:
-        from numasim.pool import process_pool
+    depend on ``max_workers``: every run is a separate, seeded simulation. ``status``: a
+    progress.RunsProgress that follows the runs."""
+    from numasim.pool import run_scenarios
 
-        with process_pool(min(max_workers, len(keys))) as pool:
-            raw = list(pool.map(_run_one, [scenarios[k] for k in keys]))
+    raw = run_scenarios(scenarios, jobs=max_workers, status=status)
     out = {}
-    for k, (status, payload) in zip(keys, raw):
-        out[k] = RunOutcome(result=Result(payload)) if status == "ok" else RunOutcome(error=payload)
+    for k in scenarios:
+        status_, payload = raw[k]
+        out[k] = RunOutcome(result=Result(payload)) if status_ == "ok" else RunOutcome(error=payload)
     return out
 
 
@@ -152,9 +143,17 @@ class Experiment:
     def evaluate(self, outcomes: dict) -> list:
         raise NotImplementedError
 
-    def run(self, max_workers: int = 2, overrides=None) -> ExperimentResult:
-        """Run every scenario (``overrides``: dotted keys applied to each)."""
-        outcomes = run_many(self.scenarios(overrides), max_workers=max_workers)
+    def run(self, max_workers: int = 2, overrides=None, status=None) -> ExperimentResult:
+        """Run every scenario (``overrides``: dotted keys applied to each). ``status``: called
+        with the scenario keys, returns a progress.RunsProgress to follow the runs (or None);
+        it is closed when they end."""
+        scenarios = self.scenarios(overrides)
+        line = status(list(scenarios)) if status is not None else None
+        try:
+            outcomes = run_many(scenarios, max_workers=max_workers, status=line)
+        finally:
+            if line is not None:
+                line.close()
         return ExperimentResult(self.name, list(self.columns), self.evaluate(outcomes))
 
 

@@ -127,9 +127,16 @@ def cmd_validate(args) -> int:
     return status
 
 
-def register(subparsers) -> None:
-    """Add `validate` to the numasim command line."""
-    sp = subparsers.add_parser("validate", help="run a scenario in the simulator and on a real kernel (QEMU), side by side")
+def register(subparsers, command) -> None:
+    """Add `validate` and `hostrun` to the numasim command line (``command``:
+    cli_parser._command)."""
+    sp = command(subparsers, "validate", "run a scenario in the simulator and on a real kernel (QEMU), side by side",
+                 "Run a validation scenario in the simulator and in a Debian kernel booted in "
+                 "QEMU, and print both side by side with the relative differences "
+                 "(docs/realkernel.md). Needs qemu-system-x86, busybox-static and gcc "
+                 "(make system-deps); the C workload is built on first use.",
+                 "  numasim validate --list\n  numasim validate remote-toucher-4k --kernel 6.1 --kernel 6.12",
+                 cmd_validate)
     sp.add_argument("scenario", nargs="?", help="scenario TOML file, or a shipped name (--list)")
     sp.add_argument("--kernel", action="append", choices=sorted(KERNELS),
                     help="Debian kernel to boot (repeatable; default 6.12)")
@@ -142,14 +149,17 @@ def register(subparsers) -> None:
     sp.add_argument("--json", action="store_true", help="print the comparison as JSON")
     sp.add_argument("--strict", action="store_true", help="exit 1 when a checked metric is outside ±25%%")
     sp.add_argument("--quiet", "-q", action="store_true", help="no progress messages")
-    sp.set_defaults(func=cmd_validate)
-    register_hostrun(subparsers)
+    register_hostrun(subparsers, command)
 
 
-def register_hostrun(subparsers) -> None:
+def register_hostrun(subparsers, command) -> None:
     from numasim.realkernel.host import cmd_hostrun
 
-    sp = subparsers.add_parser("hostrun", help="run a scenario's workloads on this (NUMA) host's kernel; same result format")
+    sp = command(subparsers, "hostrun", "run a scenario's workloads on this (NUMA) host's kernel; same result format",
+                 "Run the scenario's workloads on this host's own kernel (a NUMA machine, as "
+                 "root) with its sysctls and THP settings applied, and write the result in the "
+                 "simulator's format, to compare with `numasim compare`.",
+                 "  numasim hostrun my.toml --save host.json", cmd_hostrun)
     sp.add_argument("scenario", help="scenario TOML file")
     sp.add_argument("--set", action="append", metavar="KEY=VALUE", help="scenario override (repeatable)")
     sp.add_argument("--save", metavar="PATH", help="write the result JSON to PATH")
@@ -157,4 +167,3 @@ def register_hostrun(subparsers) -> None:
     sp.add_argument("--timeout", type=float, metavar="S", help="time limit in seconds")
     sp.add_argument("--no-settings", action="store_true",
                     help="leave numa_balancing, the scan tunables and THP as they are")
-    sp.set_defaults(func=cmd_hostrun)

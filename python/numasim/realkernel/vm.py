@@ -106,20 +106,56 @@ poweroff -f
 """
 
 
+WORKLOAD_SRC = Path(__file__).resolve().parent / "workloads"  # the C sources, shipped in the package
+GCC_FLAGS = ["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter", "-static", "-pthread"]  # as the Makefile
+
+
 def numaw_path() -> Path:
-    """build/realkernel/numaw, (re)built with `make workloads` when in the source tree."""
+    """The static C workload program `numaw`: $NUMASIM_NUMAW; in the source tree
+    build/realkernel/numaw, (re)built with `make workloads`; else built on first use from the C
+    sources shipped in the package (realkernel/workloads/) into the cache."""
     env = os.environ.get("NUMASIM_NUMAW")
     if env:
         return Path(env)
     exe = REPO / "build" / "realkernel" / "numaw"
-    if (REPO / "Makefile").exists() and (REPO / "workloads").is_dir():
+    if (REPO / "Makefile").exists() and (REPO / "python" / "numasim").is_dir():
         if shutil.which("gcc") is None and not exe.exists():
-            raise RealKernelError("gcc is needed to build the C workloads (workloads/); " + SETUP_HINT)
+            raise RealKernelError(f"gcc is needed to build the C workloads ({WORKLOAD_SRC}); " + SETUP_HINT)
         p = subprocess.run(["make", "-s", "-C", str(REPO), "workloads"], capture_output=True, text=True)
         if p.returncode != 0:
             raise RealKernelError("building the C workloads failed: " + (p.stderr.strip().splitlines() or ["?"])[-1])
-    if not exe.exists():
-        raise RealKernelError(f"{exe} is missing: run `make workloads`")
+        if not exe.exists():
+            raise RealKernelError(f"{exe} is missing: run `make workloads`")
+        return exe
+    return build_numaw(cache_root() / "numaw")
+
+
+def build_numaw(directory: Path) -> Path:
+    """`numaw` compiled from the shipped sources into ``directory`` (once per version of the
+    sources: the file name carries their hash); RealKernelError saying what is missing."""
+    import hashlib
+
+    sources = sorted(WORKLOAD_SRC.glob("*.c")) + sorted(WORKLOAD_SRC.glob("*.h"))
+    if not sources:
+        raise RealKernelError(f"the C workload sources are missing from {WORKLOAD_SRC}: reinstall numasim")
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:12]
+    exe = directory / f"numaw-{digest}"
+    if exe.exists():
+        return exe
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        raise RealKernelError(f"gcc is needed to build numasim's C workloads (the sources are in {WORKLOAD_SRC}): "
+                              "install gcc and the static C library (Debian: apt-get install gcc libc6-dev)")
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = exe.with_name(f".{exe.name}.{os.getpid()}")
+    cmd = [gcc, *GCC_FLAGS, "-o", str(tmp), *map(str, (p for p in sources if p.suffix == ".c")), "-lm"]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        last = (p.stderr.strip().splitlines() or ["?"])[-1]
+        raise RealKernelError(f"building the C workloads with gcc failed: {last} (a static build needs the "
+                              "C library's static files: Debian libc6-dev)")
+    os.replace(tmp, exe)
     return exe
 
 

@@ -48,7 +48,11 @@ impl Kernel {
     /// writable; None (and `oom` set) when no node can give one.
     pub fn map_anon_base_page(&mut self, t: usize, vma: usize, idx: u64, pol: &Mempolicy) -> Option<f64> {
         let Some(node) = self.alloc_page(pol, self.tasks[t].cpu) else {
-            self.oom = Some(format!("no free page for pid {} (policy {:?})", self.tasks[t].pid, pol.mode));
+            let task = &self.tasks[t];
+            let (_, mask) = pol.alloc_nodes(self.topo.cpu_node[task.cpu], self.topo.nr_nodes);
+            let full: Vec<String> = (0..self.topo.nr_nodes).filter(|n| mask & (1 << n) != 0).map(|n| format!("node {n} ({:.2} GiB)", self.nodes[n].present as f64 / 262144.0)).collect();
+            let verb = if full.len() == 1 { "is" } else { "are" };
+            self.oom = Some(format!("no free page for pid {} ({}) under {}: {} {verb} full", task.pid, task.comm, pol.describe(), full.join(", ")));
             return None;
         };
         Some(self.map_anon_folio(t, vma, idx, 0, node))

@@ -31,6 +31,19 @@ impl Mempolicy {
         matches!(self.mode, MpolMode::Default) || self.numa_balancing
     }
 
+    /// The policy as a user would write it: `MPOL_BIND to nodes 0,1`, node numbers, not a mask.
+    pub fn describe(&self) -> String {
+        match self.mode {
+            MpolMode::Default => "the default policy (local node first)".into(),
+            MpolMode::Local => "MPOL_LOCAL".into(),
+            MpolMode::Preferred(n) => format!("MPOL_PREFERRED to node {n}"),
+            MpolMode::Bind(mask) => {
+                let nodes: Vec<String> = (0..8).filter(|n| mask & (1 << n) != 0).map(|n| n.to_string()).collect();
+                format!("MPOL_BIND to node{} {}", if nodes.len() == 1 { "" } else { "s" }, nodes.join(","))
+            }
+        }
+    }
+
     /// Node the allocator tries first and the nodes it may use (policy_node / policy_nodemask).
     pub fn alloc_nodes(&self, this_node: usize, nr_nodes: usize) -> (usize, u8) {
         let all = if nr_nodes >= 8 { 0xff } else { (1u8 << nr_nodes) - 1 };
@@ -107,5 +120,18 @@ impl Kernel {
             cost += self.flush_tlb_mm_range(mm, cpu, end - start);
         }
         (changed, cost)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Error messages name nodes, not bitmasks.
+    #[test]
+    fn describe_names_nodes() {
+        assert_eq!(Mempolicy::bind(0b10).describe(), "MPOL_BIND to node 1");
+        assert_eq!(Mempolicy::bind(0b101).describe(), "MPOL_BIND to nodes 0,2");
+        assert_eq!(Mempolicy { mode: MpolMode::Preferred(3), numa_balancing: false }.describe(), "MPOL_PREFERRED to node 3");
     }
 }

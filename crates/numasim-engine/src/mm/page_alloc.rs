@@ -16,7 +16,24 @@ pub struct NodeMem {
     /// numabalancing_migrate_next_window (ns) and _nr_pages (3.8-4.18 rate limit).
     pub migrate_next_window: u64,
     pub migrate_nr_pages: u64,
+    /// /sys/devices/system/node/nodeN/numastat, indexed by [`NumaStat`].
+    pub numastat: [u64; NR_NUMA_STAT],
 }
+
+/// The per-node allocation counters (include/linux/vmstat.h: enum numa_stat_item), under
+/// their names in /sys/devices/system/node/nodeN/numastat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NumaStat {
+    Hit,
+    Miss,
+    Foreign,
+    InterleaveHit,
+    LocalNode,
+    OtherNode,
+}
+
+pub const NR_NUMA_STAT: usize = 6;
+pub const NUMA_STAT_NAMES: [&str; NR_NUMA_STAT] = ["numa_hit", "numa_miss", "numa_foreign", "interleave_hit", "local_node", "other_node"];
 
 impl NodeMem {
     // mm/page_alloc.c: calculate_min_free_kbytes + __setup_per_zone_wmarks (watermark_scale_factor 10)
@@ -29,7 +46,7 @@ impl NodeMem {
             .map(|&present| {
                 let min = min_free_pages * present / total.max(1);
                 let delta = (min / 4).max(present * 10 / 10000);
-                NodeMem { present, used: 0, wmark_min: min, wmark_low: min + delta, wmark_high: min + 2 * delta, migrate_next_window: 0, migrate_nr_pages: 0 }
+                NodeMem { present, used: 0, wmark_min: min, wmark_low: min + delta, wmark_high: min + 2 * delta, migrate_next_window: 0, migrate_nr_pages: 0, numastat: [0; NR_NUMA_STAT] }
             })
             .collect()
     }
@@ -98,15 +115,21 @@ impl Kernel {
         self.count(VmEvent::Pgfree, 1);
     }
 
-    // mm/vmstat.c: zone_statistics (nr_account pages)
+    // mm/page_alloc.c: zone_statistics (nr_account pages): the node's counters and the sums
+    // of /proc/vmstat; numa_foreign counts on the preferred node
     fn zone_statistics(&mut self, preferred: usize, node: usize, this: usize, nr: u64) {
         if node == preferred {
             self.count(VmEvent::NumaHit, nr);
+            self.nodes[node].numastat[NumaStat::Hit as usize] += nr;
         } else {
             self.count(VmEvent::NumaMiss, nr);
             self.count(VmEvent::NumaForeign, nr);
+            self.nodes[node].numastat[NumaStat::Miss as usize] += nr;
+            self.nodes[preferred].numastat[NumaStat::Foreign as usize] += nr;
         }
-        self.count(if node == this { VmEvent::NumaLocal } else { VmEvent::NumaOther }, nr);
+        let (event, stat) = if node == this { (VmEvent::NumaLocal, NumaStat::LocalNode) } else { (VmEvent::NumaOther, NumaStat::OtherNode) };
+        self.count(event, nr);
+        self.nodes[node].numastat[stat as usize] += nr;
     }
 
     /// migrate_balanced_pgdat: the target keeps free > high watermark + nr after the move.
@@ -133,6 +156,22 @@ mod tests {
         k.nodes[0].used = k.nodes[0].present - k.nodes[0].wmark_min;
         assert_eq!(k.alloc_page(&Mempolicy::DEFAULT, 0), Some(1));
         assert_eq!((k.vmstat.get(NumaHit) - before.0, k.vmstat.get(NumaMiss) - before.1), (1, 1));
+    }
+
+    /// /sys/devices/system/node/nodeN/numastat: hit, miss, local and other count on the node
+    /// that gave the page, numa_foreign on the node the policy preferred.
+    #[test]
+    fn per_node_numastat_counts_where_the_page_came_from() {
+        use super::NumaStat::*;
+        let mut k = small_kernel("");
+        let before: Vec<_> = k.nodes.iter().map(|n| n.numastat).collect();
+        let delta = |k: &crate::kernel::Kernel, n: usize, s: super::NumaStat| k.nodes[n].numastat[s as usize] - before[n][s as usize];
+        assert_eq!(k.alloc_page(&Mempolicy::DEFAULT, 0), Some(0)); // CPU 0 is on node 0
+        assert_eq!((delta(&k, 0, Hit), delta(&k, 0, LocalNode)), (1, 1));
+        k.nodes[0].used = k.nodes[0].present - k.nodes[0].wmark_min;
+        assert_eq!(k.alloc_page(&Mempolicy::DEFAULT, 0), Some(1)); // node 0 full: node 1 gives it
+        assert_eq!((delta(&k, 1, Miss), delta(&k, 1, OtherNode), delta(&k, 0, Foreign)), (1, 1, 1));
+        assert_eq!((delta(&k, 1, Hit), delta(&k, 0, Miss), delta(&k, 1, Foreign)), (0, 0, 0));
     }
 
     /// mm/mempolicy.c: MPOL_BIND — only the bound nodes; none left means no page (OOM).

@@ -16,7 +16,7 @@ type Problems = Vec<ScenarioProblem>;
 /// Parse and validate a scenario; on failure every problem found is returned.
 pub fn parse_scenario(text: &str) -> Result<Scenario> {
     let mut value: toml::Value = toml::from_str(text).map_err(|e| syntax_error(text, &e))?;
-    merge_machine_profile(&mut value)?;
+    let profile = merge_machine_profile(&mut value)?;
     let raw: RawScenario = serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
         // serde appends "in `table`" on further lines: the path already says where
@@ -34,6 +34,9 @@ pub fn parse_scenario(text: &str) -> Result<Scenario> {
         None => (Vec::new(), Vec::new()),
     };
     if !p.is_empty() {
+        if let Some(profile) = profile {
+            profile.annotate(&mut p);
+        }
         return Err(Error::Scenario(p));
     }
     let machine = machine.expect("machine resolved when no problems");
@@ -54,30 +57,55 @@ fn syntax_error(text: &str, e: &toml::de::Error) -> Error {
     Error::scenario(loc, "toml_syntax", msg)
 }
 
+/// A machine profile merged under the scenario's `[machine]`, and the keys the scenario gave.
+struct MergedProfile {
+    name: String,
+    given: Vec<String>,
+}
+
+impl MergedProfile {
+    /// A problem with a machine key the scenario did not write points at the profile's value:
+    /// say so, so the user knows which key of theirs to add.
+    fn annotate(&self, p: &mut Problems) {
+        for x in p.iter_mut() {
+            let Some(key) = x.loc.strip_prefix("machine.") else { continue };
+            let key = key.split(['[', ' ']).next().unwrap_or(key);
+            if key != "profile" && !self.given.iter().any(|g| g == key) {
+                x.msg = format!("{}; this value comes from profile `{}` (numasim machines --show {}): set machine.{key} too", x.msg, self.name, self.name);
+            }
+        }
+    }
+}
+
 /// `[machine] profile = "..."`: the built-in profile's keys, overridden by the scenario's.
-fn merge_machine_profile(value: &mut toml::Value) -> Result<()> {
+fn merge_machine_profile(value: &mut toml::Value) -> Result<Option<MergedProfile>> {
     let Some(root) = value.as_table_mut() else {
-        return Ok(());
+        return Ok(None);
     };
     let machine = root.entry("machine").or_insert_with(|| toml::Value::Table(Default::default()));
     let Some(mt) = machine.as_table_mut() else {
-        return Ok(());
+        return Ok(None);
     };
     let name = match mt.get("profile") {
         Some(toml::Value::String(s)) => s.clone(),
         Some(_) => return Err(Error::scenario("machine.profile", "invalid_value", "must be a string")),
-        None if mt.contains_key("nodes") => return Ok(()),
+        None if mt.contains_key("nodes") => return Ok(None),
         None => DEFAULT_MACHINE.to_string(),
     };
+    let mut given: Vec<String> = mt.keys().cloned().collect();
+    if let Some(cost) = mt.get("cost").and_then(|c| c.as_table()) {
+        given.retain(|k| k != "cost"); // the profile's other cost keys still come from it
+        given.extend(cost.keys().map(|k| format!("cost.{k}")));
+    }
     let Some(text) = machine_profile_toml(&name) else {
         let known = super::machine_profile_names().join(", ");
         return Err(Error::scenario("machine.profile", "invalid_value", format!("unknown machine profile `{name}`, expected one of {known}")));
     };
     let mut base: toml::Value = toml::from_str(text).expect("built-in profiles parse");
     deep_merge(&mut base, machine.clone());
-    base.as_table_mut().expect("profile is a table").insert("profile".into(), toml::Value::String(name));
+    base.as_table_mut().expect("profile is a table").insert("profile".into(), toml::Value::String(name.clone()));
     *machine = base;
-    Ok(())
+    Ok(Some(MergedProfile { name, given }))
 }
 
 fn deep_merge(base: &mut toml::Value, over: toml::Value) {
@@ -402,6 +430,17 @@ mod tests {
     }
 
     const OK: &str = "[[workload]]\nkind = \"numa02\"\n";
+
+    /// `nodes = 4` on a 2-node profile: the problem is the profile's 2x2 distances, which the
+    /// user never wrote; the message says where it comes from, and not for keys they wrote.
+    #[test]
+    fn problems_with_profile_values_name_the_profile() {
+        let p = problems("[machine]\nprofile = \"xeon-platinum-2n-128c\"\nnodes = 4\nsmt = 0\n[[workload]]\nkind = \"numa02\"\n");
+        let dist = p.iter().find(|x| x.loc == "machine.distances").expect("distances problem");
+        assert!(dist.msg.contains("comes from profile `xeon-platinum-2n-128c`") && dist.msg.contains("set machine.distances too"), "{dist:?}");
+        let smt = p.iter().find(|x| x.loc == "machine.smt").expect("smt problem");
+        assert!(!smt.msg.contains("profile"), "{smt:?}");
+    }
 
     #[test]
     fn defaults_to_the_two_node_profile_and_kernel_defaults() {

@@ -6,6 +6,7 @@ pub mod image;
 pub mod kvm_guest;
 pub mod memhog;
 pub mod migratepages;
+pub mod plan;
 pub mod pmbench;
 pub mod random;
 pub mod remote_toucher;

@@ -1,0 +1,73 @@
+"""`numasim scenario show`: a resolved scenario written back as scenario TOML, every default
+filled in, which `numasim run` accepts and resolves to the same scenario."""
+
+from __future__ import annotations
+
+from numasim.scenario import to_toml
+
+PAGES_PER_GIB = 262144  # 4 KiB pages
+AUTONUMA_DROP = ("test", "bind", "processes")  # implied by `kind`
+PATTERNS = {"Linear": "linear", "Uniform": "uniform", "Normal": "normal", "NormalIh": "normal_ih",
+            "Pareto": "pareto"}
+
+
+def _nodes(mask: int) -> list:
+    """A node mask of the resolved form as the node list a scenario writes."""
+    return [n for n in range(8) if mask >> n & 1]
+
+
+def _machine(m: dict) -> dict:
+    topo = m["topology"]
+    out = {
+        "name": m["name"],
+        "description": m["description"],
+        "nodes": topo["nr_nodes"],
+        "cpus_per_node": [len(cpus) for cpus in topo["node_cpus"]],
+        "smt": topo["smt"],
+        "memory_gib_per_node": [pages / PAGES_PER_GIB for pages in topo["node_pages"]],
+        "distances": topo["distance"],
+        "fragmentation": m["fragmentation"],
+    }
+    if m.get("host_cores") is not None:
+        out["host_cores"] = m["host_cores"]
+    out["cost"] = dict(m["cost"])
+    return out
+
+
+def _kernel(k: dict) -> dict:
+    out = {}
+    if k.get("version") is not None:
+        out["version"] = k["version"]
+    out.update(numa_balancing=k["numa_balancing"], hz=k["hz"], sysctl=dict(k["sysctl"]),
+               features=dict(k["features"]), variants=dict(k["variants"]))
+    sizes = {f"{4 << order}K": mode for order, mode in enumerate(k["thp"]["sizes"]) if order >= 2}
+    out["thp"] = {"enabled": k["thp"]["enabled"], "sizes": sizes}
+    return out
+
+
+def _workload(w: dict, image: str) -> dict:
+    w = {key: v for key, v in w.items() if v is not None}
+    if w["kind"] in ("pmbench", "kvm_guest") and isinstance(w.get("nodes"), int):
+        w["nodes"] = _nodes(w["nodes"])
+    if w["kind"] == "pmbench":
+        w["pattern"] = PATTERNS.get(w["pattern"], w["pattern"])
+    if "test" in w and "bind" in w:  # autonuma-benchmark
+        for key in AUTONUMA_DROP:
+            w.pop(key, None)
+    w["image"] = image
+    return w
+
+
+def resolved_toml(resolved: dict) -> str:
+    """The resolved scenario ``resolved`` (numasim.resolve) as scenario TOML."""
+    images = resolved.get("images") or ["glibc"] * len(resolved["workloads"])
+    d = {
+        "seed": resolved["seed"],
+        "machine": _machine(resolved["machine"]),
+        "kernel": _kernel(resolved["kernel"]),
+        "workload": [_workload(w, img) for w, img in zip(resolved["workloads"], images)],
+        "run": dict(resolved["run"]),
+    }
+    head = ("# The fully resolved scenario (numasim scenario show): every default filled in.\n"
+            "# `numasim run` accepts it as it is.\n")
+    return head + to_toml(d)
