@@ -217,6 +217,12 @@ def build_result(p: dict, scenario: dict, source: dict, seed=None) -> Result:
             f"(first: errno {failed[0].get('errno')} at t={failed[0].get('t')} s)"]}
     tasks_series, scan_seq = task_series(p)
     elapsed = float(p["end"].get("elapsed_s", 0))
+    end = p["end"]
+    if "runner_user_s" in end:  # the runner's own CPU: it shares the CPUs with the workload
+        source = {**source, "runner": {
+            "samples": int(end.get("samples", 0)), "sample_wall_s": float(end.get("sample_wall_s", 0)),
+            "mem_wall_s": float(end.get("mem_wall_s", 0)), "task_wall_s": float(end.get("task_wall_s", 0)),
+            "cpu_s": round(float(end["runner_user_s"]) + float(end.get("runner_sys_s", 0)), 3)}}
     raw = {
         "source": source,
         "completed": bool(p["end"].get("completed", 1)) and p["timeout"] is None,

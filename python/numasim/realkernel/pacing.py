@@ -31,6 +31,22 @@ def passes_at(seqs: dict, t: float) -> float | None:
     return sum(vals) / len(vals)
 
 
+def count_at(result, name: str, t: float | None) -> float:
+    """Counter `name` at time `t`, from the last series.vmstat sample at or before it (the
+    run's total when `t` is at or past its end, or when the counter is not sampled)."""
+    total = result.counters.get(name, 0)
+    sv = (result.raw.get("series") or {}).get("vmstat") or {}
+    times, vals = sv.get("time_s") or [], sv.get(name) or []
+    if t is None or not times or len(vals) != len(times) or t >= times[-1]:
+        return total
+    last = 0
+    for ts, v in zip(times, vals):
+        if ts > t:
+            break
+        last = v
+    return last
+
+
 def worker_nodes(result) -> list:
     """[(time_s, {pid: (node of each worker thread, in tid order)})] whenever it changes."""
     ts = (result.raw.get("series") or {}).get("tasks") or {}
@@ -114,10 +130,9 @@ def metrics(result, horizon_s: float | None = None) -> dict:
         end = horizon_s if horizon_s is not None else result.elapsed_s
         m["scan_passes"] = passes_at(seqs, end)
         total = sum(passes_at({p: v}, end) for p, v in seqs.items())
-        c = result.counters
-        if total:
-            m["numa_pte_updates_per_pass"] = c.get("numa_pte_updates", 0) / total
-            m["numa_hint_faults_per_pass"] = c.get("numa_hint_faults", 0) / total
+        if total:  # counts and passes over the same time: up to the horizon
+            m["numa_pte_updates_per_pass"] = count_at(result, "numa_pte_updates", end) / total
+            m["numa_hint_faults_per_pass"] = count_at(result, "numa_hint_faults", end) / total
     m["migrate_fail_faults"] = migrate_fail_faults(result)
     p = placement(result)
     if p:

@@ -85,3 +85,15 @@ def topology(resolved: dict) -> dict:
                                   loc="machine.topology")
     mem_mib = [int(p) * 4096 // (1 << 20) for p in topo["node_pages"]]
     return {"nodes": n, "cpus_per_node": per, "smt": smt, "mem_mib": mem_mib, "distance": topo["distance"]}
+
+
+def sample_intervals(resolved: dict, floor_ms: int = 50) -> tuple:
+    """(interval_ms, mem_ms) for the runner: /proc/vmstat every `run.sample_interval_ms`, the
+    processes' numa_maps and threads every `run.placement_interval_ms` as the simulator samples
+    series.placement and series.tasks (0 there, off: once a second here, as placement needs
+    them). Reading numa_maps walks every PTE, a CPU the workload loses, so it is never more
+    often than the vmstat samples."""
+    run = resolved.get("run", {})
+    interval = max(int(run.get("sample_interval_ms", 100)), floor_ms)
+    mem = int(run.get("placement_interval_ms", 1000)) or 1000
+    return interval, max(mem, interval)

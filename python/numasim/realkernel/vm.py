@@ -81,7 +81,7 @@ if [ -d $T/events/sched ]; then
 else
     echo "@nsw warn missing=tracefs"
 fi
-/bin/numaw run /scenario.txt interval_ms=$INTERVAL_MS max_s=$MAX_S
+/bin/numaw run /scenario.txt interval_ms=$INTERVAL_MS mem_ms=$MEM_MS max_s=$MAX_S
 rc=$?
 if [ -d $T/events/sched ]; then
     echo 0 > $T/tracing_on
@@ -176,7 +176,7 @@ def trace_filter(spec_lines: list) -> str:
     return " || ".join(f'comm == "{k}"' for k in kinds) or "pid == 0"
 
 
-def config_text(settings: dict, interval_ms: int, max_s: float, comms: str = "pid == 0") -> str:
+def config_text(settings: dict, interval_ms: int, max_s: float, comms: str = "pid == 0", mem_ms: int | None = None) -> str:
     mthp = " ".join(f"{kb}:{v}" for kb, v in sorted(settings.get("mthp", {}).items()))
     lines = {
         "NUMA_BALANCING": settings["numa_balancing"],
@@ -187,6 +187,7 @@ def config_text(settings: dict, interval_ms: int, max_s: float, comms: str = "pi
         "THP_ENABLED": settings["thp_enabled"],
         "MTHP": f'"{mthp}"',
         "INTERVAL_MS": int(interval_ms),
+        "MEM_MS": int(mem_ms or interval_ms),
         "MAX_S": f"{max_s:.1f}",
         "WORKLOAD_COMMS": "'" + comms.replace("'", "") + "'",
     }
@@ -194,7 +195,8 @@ def config_text(settings: dict, interval_ms: int, max_s: float, comms: str = "pi
 
 
 def build_initramfs(out: Path, spec_lines: list, settings: dict, interval_ms: int = 100,
-                    max_s: float = 300.0, numaw: Path | None = None, busybox: Path | None = None) -> Path:
+                    max_s: float = 300.0, numaw: Path | None = None, busybox: Path | None = None,
+                    mem_ms: int | None = None) -> Path:
     """Write a gzip'd newc cpio with /init, /config, /scenario.txt, /bin/busybox, /bin/numaw
     (the archive is made by `busybox cpio`: the host needs no cpio)."""
     numaw = numaw or numaw_path()
@@ -208,7 +210,7 @@ def build_initramfs(out: Path, spec_lines: list, settings: dict, interval_ms: in
         os.symlink("busybox", root / "bin" / "sh")
         (root / "init").write_text(INIT)
         (root / "init").chmod(0o755)
-        (root / "config").write_text(config_text(settings, interval_ms, max_s, trace_filter(spec_lines)))
+        (root / "config").write_text(config_text(settings, interval_ms, max_s, trace_filter(spec_lines), mem_ms))
         (root / "scenario.txt").write_text("\n".join(spec_lines) + "\n")
         names = []
         for dirpath, dirnames, filenames in os.walk(root):
@@ -315,11 +317,10 @@ def run_vm(resolved: dict, kernel: str = "6.12", *, timeout_s: float | None = No
     run_s = expected_run_s(resolved)
     max_s = min(float(resolved.get("run", {}).get("max_sim_s", 7200)), run_s * 3)
     timeout_s = timeout_s or (90 + 3 * max_s)
-    interval = int(resolved.get("run", {}).get("sample_interval_ms", 100))
-    interval = max(interval, 50)
+    interval, mem_ms = specmod.sample_intervals(resolved)
     workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="numasim-vm-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    initrd = build_initramfs(workdir / "initrd.img", lines, settings, interval, max_s)
+    initrd = build_initramfs(workdir / "initrd.img", lines, settings, interval, max_s, mem_ms=mem_ms)
     cmd = qemu_command(topo, vmlinuz, initrd)
     (workdir / "qemu.cmd").write_text(" ".join(cmd) + "\n")
     log(f"booting {info.get('release')} ({topo['nodes']} nodes x {topo['cpus_per_node']} CPUs, TCG), "

@@ -1,9 +1,12 @@
-/* `numaw run SPEC [interval_ms=N] [max_s=S]`: run a scenario's workloads and sample the kernel.
+/* `numaw run SPEC [interval_ms=N] [mem_ms=M] [max_s=S]`: run a scenario's workloads and sample
+ * the kernel.
  *
  * SPEC has one workload per line, `KIND key=value ...`, in [[workload]] order (# comments).
  * The runner starts each at its start_s, resolves `target=` (a workload index) into `pid=`,
- * and every interval_ms prints /proc/vmstat, the /proc/interrupts TLB line and the per-node
- * anonymous pages of every workload process (numa_maps). Output lines (all "@nsw "):
+ * every interval_ms prints /proc/vmstat and the /proc/interrupts TLB line, and every mem_ms
+ * (default interval_ms) the per-node anonymous pages of every workload process (numa_maps) and
+ * its threads' NUMA state. numa_maps walks every page table entry: under TCG it costs ~50 ms
+ * per 256 MiB, a CPU taken from the workload, so it is read less often. Output lines (all "@nsw "):
  *   begin, settings, vmstat phase=begin|end (every counter), v (sampled counters), irq,
  *   mem, task (a thread's NUMA-balancing state from /proc/PID/task/TID/sched), start,
  *   exit (rusage), timeout, end. */
@@ -344,6 +347,9 @@ static void emit_maps(double t, int w, pid_t pid)
 	}
 }
 
+/* wall time the runner spends reading numa_maps and the threads' sched files */
+static double mem_wall, task_wall;
+
 static void emit_all_mem(double t)
 {
 	/* every workload process and its direct children (numa01 forks, pmbench processes) */
@@ -366,8 +372,12 @@ static void emit_all_mem(double t)
 			if (ws[i].pid == pid || ws[i].pid == ppid) {
 				if (ws[i].pid == pid && threads > ws[i].threads)
 					ws[i].threads = threads;
+				double m0 = now_s();
 				emit_mem(t, i, (pid_t)pid);
+				double m1 = now_s();
 				emit_tasks(t, i, (pid_t)pid);
+				mem_wall += m1 - m0;
+				task_wall += now_s() - m1;
 				if (t - ws[i].t_start >= 1.0)
 					emit_maps(t, i, (pid_t)pid);
 				break;
@@ -441,6 +451,7 @@ int main_run(int argc, char **argv)
 	struct args a;
 	args_parse(&a, argc - 1, argv + 1);
 	long interval_ms = arg_long(&a, "interval_ms", 100);
+	long mem_ms = arg_long(&a, "mem_ms", interval_ms);
 	double max_s = arg_double(&a, "max_s", 600);
 	args_done(&a, "run");
 	unsetenv("NSW_W");
@@ -462,14 +473,16 @@ int main_run(int argc, char **argv)
 	snprintf(eb, sizeof(eb), "%.9f", epoch);
 	setenv("NSW_EPOCH", eb, 1);
 	/* epoch: CLOCK_MONOTONIC at t=0, so that trace timestamps (trace_clock mono) line up */
-	emit("begin release=%s nodes=%d cpus=%d workloads=%d interval_ms=%ld epoch=%.6f", u.release, nr_nodes(), cpus, nw, interval_ms,
-	     epoch);
+	emit("begin release=%s nodes=%d cpus=%d workloads=%d interval_ms=%ld mem_ms=%ld epoch=%.6f", u.release, nr_nodes(), cpus, nw,
+	     interval_ms, mem_ms, epoch);
 	emit_settings();
 	emit_vmstat_all("begin", 0.0);
 	emit_sample(0.0);
 
-	double next = interval_ms / 1000.0;
+	double next = interval_ms / 1000.0, next_mem = mem_ms / 1000.0;
 	int timed_out = 0;
+	long nsamples = 0;
+	double sample_wall = 0;
 	for (;;) {
 		double t = now_s() - epoch;
 		for (int i = 0; i < nw; i++)
@@ -493,8 +506,15 @@ int main_run(int argc, char **argv)
 		}
 		t = now_s() - epoch;
 		if (t >= next) {
+			double s0 = now_s();
 			emit_sample(t);
-			emit_all_mem(t);
+			if (t >= next_mem) {
+				emit_all_mem(t);
+				while (next_mem <= t)
+					next_mem += mem_ms / 1000.0;
+			}
+			sample_wall += now_s() - s0;
+			nsamples++;
 			while (next <= t)
 				next += interval_ms / 1000.0;
 		}
@@ -518,6 +538,12 @@ int main_run(int argc, char **argv)
 	double t = now_s() - epoch;
 	emit_sample(t);
 	emit_vmstat_all("end", t);
-	emit("end t=%.3f elapsed_s=%.3f completed=%d", t, t_end, !timed_out);
+	/* the runner's own cost: its sampling preempts workload threads (docs/realkernel.md) */
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	emit("end t=%.3f elapsed_s=%.3f completed=%d samples=%ld sample_wall_s=%.3f mem_wall_s=%.3f task_wall_s=%.3f "
+	     "runner_user_s=%.3f runner_sys_s=%.3f",
+	     t, t_end, !timed_out, nsamples, sample_wall, mem_wall, task_wall, ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6,
+	     ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6);
 	return timed_out ? 3 : 0;
 }
