@@ -72,8 +72,9 @@ pub struct Kernel {
     /// /proc/interrupts "TLB shootdowns", per CPU.
     pub irq_tlb_count: Vec<u64>,
     pub events: SimEvents,
-    /// Tasks cloned during this tick, placed at its end (wake_up_new_task).
-    pub spawned: Vec<usize>,
+    /// Tasks cloned during this tick with the instant of their clone (ns into the tick), placed
+    /// at its end (wake_up_new_task) in the order of those instants.
+    pub spawned: Vec<(f64, usize)>,
     /// Tasks asking to leave a CPU they are no longer allowed on.
     pub displaced: Vec<usize>,
     pub oom: Option<String>,

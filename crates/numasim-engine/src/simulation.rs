@@ -110,9 +110,7 @@ impl Simulation {
         self.tick_no += 1;
         k.scheduler_tick(self.tick_no);
         let spawned = std::mem::take(&mut k.spawned);
-        for t in spawned {
-            k.wake_up_new_task(t);
-        }
+        k.wake_up_new_tasks(spawned);
         for t in std::mem::take(&mut k.displaced) {
             let node = (0..k.topo.nr_nodes).find(|&n| k.topo.node_cpus[n].iter().any(|&c| k.tasks[t].allowed[c])).unwrap_or(0);
             let cpu = k.topo.node_cpus[node].iter().copied().filter(|&c| k.tasks[t].allowed[c]).min_by_key(|&c| (k.cpus[c].rq.len(), c)).unwrap_or(0);

@@ -73,6 +73,39 @@ impl Kernel {
         self.cpus[cpu].rq.push(t);
     }
 
+    /// Place the tasks cloned during a tick. The CPUs ran one after another, so the clones of
+    /// parents on different CPUs are placed in the order of their instants in the tick, and a
+    /// parent that blocked after its clones (pthread_join, wait) still counts on its CPU for
+    /// every clone up to its last one, as for its own children.
+    // kernel/fork.c: kernel_clone -> wake_up_new_task, at the instant of each clone
+    pub fn wake_up_new_tasks(&mut self, mut spawned: Vec<(f64, usize)>) {
+        spawned.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut last: Vec<(usize, usize)> = Vec::new(); // (parent, index of its last clone)
+        for (i, &(_, t)) in spawned.iter().enumerate() {
+            if let Some(p) = self.tasks[t].parent {
+                match last.iter_mut().find(|(q, _)| *q == p) {
+                    Some(e) => e.1 = i,
+                    None => last.push((p, i)),
+                }
+            }
+        }
+        for (i, &(_, t)) in spawned.iter().enumerate() {
+            let held: Vec<(usize, usize)> = last
+                .iter()
+                .filter(|&&(p, end)| end >= i && Some(p) != self.tasks[t].parent)
+                .map(|&(p, _)| (p, self.tasks[p].cpu))
+                .filter(|&(p, c)| self.tasks[p].state == TaskState::Sleeping && !self.cpus[c].rq.contains(&p) && !self.cpus[c].delayed.iter().any(|&(x, _)| x == p))
+                .collect();
+            for &(p, c) in &held {
+                self.cpus[c].rq.push(p);
+            }
+            self.wake_up_new_task(t);
+            for &(p, c) in &held {
+                self.cpus[c].rq.retain(|&x| x != p);
+            }
+        }
+    }
+
     fn dequeue(&mut self, t: usize) {
         let cpu = self.tasks[t].cpu;
         self.cpus[cpu].rq.retain(|&x| x != t);

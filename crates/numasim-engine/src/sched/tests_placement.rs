@@ -162,3 +162,26 @@ fn imb_numa_nr_readers_need_it() {
     assert!(e.contains("kernel.variants.adjust_numa_imbalance") && e.contains("imb_numa_nr"), "{e}");
     assert!(parse_scenario(&text.replace("[kernel.variants]\n", "[kernel.variants]\nimb_numa_nr = \"6.0\"\n")).is_ok());
 }
+
+/// kernel/fork.c: kernel_clone -> wake_up_new_task, at the instant of each clone — numa01's two
+/// processes each clone two threads, then block in pthread_join. Their clones interleave in
+/// time (each clone first touches the new thread's stack), so 6.1's find_idlest_group sees the
+/// other process running on the other node at every clone and keeps each process's threads
+/// with their parent: each process ends on one node. Placing one parent's clones before the
+/// other's, or dropping a parent that blocked later in the tick, splits both processes.
+#[test]
+fn concurrent_clones_are_placed_in_time_order_with_their_parents_counted() {
+    let text = SMALL.replace("kind = \"numa02\"", "kind = \"numa01\"").replace("threads = 4", "threads = 2").replace("image = \"none\"", "image = \"glibc\"").replace("passes = 1000", "passes = 2");
+    let s = parse_scenario(&format!("[kernel]\nversion = \"6.1\"\n{text}")).expect("parses");
+    let mut sim = Simulation::new(&s).expect("builds");
+    let mains: Vec<usize> = (0..sim.k.tasks.len()).filter(|&t| sim.k.tasks[t].parent.is_none()).collect();
+    assert_eq!(mains.len(), 2);
+    while sim.k.tasks.iter().any(|t| t.parent.is_some() && t.state == TaskState::NotStarted) {
+        assert!(sim.step().expect("steps"));
+    }
+    let nodes: Vec<(usize, Vec<usize>)> = mains.iter().map(|&m| (sim.k.task_node(m), sim.k.tasks[m].children.iter().map(|&c| sim.k.task_node(c)).collect())).collect();
+    assert_ne!(nodes[0].0, nodes[1].0, "the two processes start on different nodes: {nodes:?}");
+    for (main_node, threads) in &nodes {
+        assert!(threads.iter().all(|n| n == main_node), "each process's threads on its node: {nodes:?}");
+    }
+}

@@ -189,8 +189,10 @@ impl Kernel {
                     let children = self.tasks[t].children.clone();
                     for &c in &children {
                         self.image_clone(t, c, &mut b);
+                        // the instant of this clone: the order in which concurrent parents'
+                        // children reach wake_up_new_task
+                        self.spawned.push((tick - b, c));
                     }
-                    self.spawned.extend(children);
                     self.tasks[t].pc += 1;
                 }
                 Op::SleepUntil(at) => {
