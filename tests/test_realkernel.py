@@ -206,7 +206,7 @@ def test_runner_reads_numa_maps_every_mem_ms_and_reports_its_own_cost(numaw, tmp
     parsed = parse_console(p.stdout)
     assert len(parsed["samples"]) >= 8 and 1 <= len(parsed["mem"]) <= 3
     end = parsed["end"]
-    assert end["samples"] >= 8 and 0 < end["mem_wall_s"] <= end["sample_wall_s"]
+    assert end["samples"] >= 8 and 0 <= end["mem_wall_s"] <= end["sample_wall_s"]  # %.3f: a 4 MiB walk may print 0
     r = build_result(parsed, resolved_scenario_stub(), {"kind": "host"})
     runner = r.raw["source"]["runner"]
     assert runner["samples"] == end["samples"] and runner["cpu_s"] >= 0

@@ -111,6 +111,8 @@ def parse_console(text: str) -> dict:
             out["trace"].append(f)
         elif tag == "vma":
             out["vmas"].append(f)
+        elif tag in ("sd", "llc"):
+            out.setdefault("topology", []).append({"kind": tag, **f})
         elif tag == "tracecount":
             out["tracecount"][str(f.get("event"))] = int(f.get("n", 0))
         elif tag == "skipvma":
@@ -218,6 +220,8 @@ def build_result(p: dict, scenario: dict, source: dict, seed=None) -> Result:
     tasks_series, scan_seq = task_series(p)
     elapsed = float(p["end"].get("elapsed_s", 0))
     end = p["end"]
+    if p.get("topology"):  # the guest's sched domains and LLC sharing, as the kernel built them
+        source = {**source, "topology": p["topology"]}
     if "runner_user_s" in end:  # the runner's own CPU: it shares the CPUs with the workload
         source = {**source, "runner": {
             "samples": int(end.get("samples", 0)), "sample_wall_s": float(end.get("sample_wall_s", 0)),

@@ -81,6 +81,17 @@ if [ -d $T/events/sched ]; then
 else
     echo "@nsw warn missing=tracefs"
 fi
+# the scheduler's view of the machine: sched domains per CPU (name, span, flags; the fork and
+# wake-up placement rules depend on them) and which CPUs share the last-level cache
+for c in /sys/devices/system/cpu/cpu[0-9]*; do
+    n=${c##*cpu}
+    for d in /sys/kernel/debug/sched/domains/cpu$n/domain*; do
+        [ -e $d/name ] || continue
+        echo "@nsw sd cpu=$n level=${d##*domain} name=$(cat $d/name) flags=$(cat $d/flags 2>/dev/null | tr ' ' ',' | sed 's/,$//')"
+    done
+    llc=$(ls -d $c/cache/index* 2>/dev/null | tail -1)
+    [ -n "$llc" ] && echo "@nsw llc cpu=$n level=$(cat $llc/level) shared=$(cat $llc/shared_cpu_list)"
+done
 /bin/numaw run /scenario.txt interval_ms=$INTERVAL_MS mem_ms=$MEM_MS max_s=$MAX_S
 rc=$?
 if [ -d $T/events/sched ]; then
@@ -247,7 +258,9 @@ def qemu_command(topo: dict, kernel: Path, initrd: Path, append: str = "") -> li
             if i != j:
                 cmd += ["-numa", f"dist,src={i},dst={j},val={topo['distance'][i][j]}"]
     cmd += ["-kernel", str(kernel), "-initrd", str(initrd),
-            "-append", ("console=ttyS0 panic=-1 quiet " + append).strip()]
+            # sched_verbose: 6.4+ lists the sched domains in debugfs only with it (the init script
+            # records them in source.topology)
+            "-append", ("console=ttyS0 panic=-1 quiet sched_verbose " + append).strip()]
     return cmd
 
 
