@@ -45,12 +45,6 @@ impl Kernel {
             // dup_task_struct copies it; 70ce3ea9aa4e (6.0) zeroes it
             self.tasks[t].numa.migrate_retry = self.tasks[p].numa.migrate_retry;
         }
-        // the parent forks while running: if it went to sleep later in the tick, count it there
-        let requeue =
-            parent.map(|p| (p, self.tasks[p].cpu)).filter(|&(p, c)| self.tasks[p].state == TaskState::Sleeping && !self.cpus[c].rq.contains(&p) && !self.cpus[c].delayed.iter().any(|&(x, _)| x == p));
-        if let Some((p, c)) = requeue {
-            self.cpus[c].rq.push(p);
-        }
         let cpu = match parent {
             Some(p) => {
                 let c = self.tasks[p].cpu;
@@ -65,9 +59,6 @@ impl Kernel {
                 e
             }
         };
-        if let Some((p, c)) = requeue {
-            self.cpus[c].rq.retain(|&x| x != p);
-        }
         self.tasks[t].cpu = cpu;
         self.mms[mm].users += 1;
         self.cpus[cpu].rq.push(t);
@@ -76,7 +67,7 @@ impl Kernel {
     /// Place the tasks cloned during a tick. The CPUs ran one after another, so the clones of
     /// parents on different CPUs are placed in the order of their instants in the tick, and a
     /// parent that blocked after its clones (pthread_join, wait) still counts on its CPU for
-    /// every clone up to its last one, as for its own children.
+    /// every clone up to its last one.
     // kernel/fork.c: kernel_clone -> wake_up_new_task, at the instant of each clone
     pub fn wake_up_new_tasks(&mut self, mut spawned: Vec<(f64, usize)>) {
         spawned.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -90,9 +81,13 @@ impl Kernel {
             }
         }
         for (i, &(_, t)) in spawned.iter().enumerate() {
+            // a parent forks while running: if it went to sleep later in the tick, count it
+            // there (the other parents first, then this clone's own)
+            let own = self.tasks[t].parent;
             let held: Vec<(usize, usize)> = last
                 .iter()
-                .filter(|&&(p, end)| end >= i && Some(p) != self.tasks[t].parent)
+                .filter(|&&(p, end)| end >= i && Some(p) != own)
+                .chain(last.iter().filter(|&&(p, _)| Some(p) == own))
                 .map(|&(p, _)| (p, self.tasks[p].cpu))
                 .filter(|&(p, c)| self.tasks[p].state == TaskState::Sleeping && !self.cpus[c].rq.contains(&p) && !self.cpus[c].delayed.iter().any(|&(x, _)| x == p))
                 .collect();
