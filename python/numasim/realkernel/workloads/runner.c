@@ -210,6 +210,14 @@ struct task_numa {
 	double last_emit;
 };
 
+/* a /proc directory entry's number (a pid or tid), or -1 for any other name */
+static long dir_number(const struct dirent *e)
+{
+	char *end;
+	long n = strtol(e->d_name, &end, 10);
+	return *end || n <= 0 ? -1 : n;
+}
+
 #define MAX_TASKS 512
 static struct task_numa tasks_seen[MAX_TASKS];
 static int ntasks_seen;
@@ -268,9 +276,8 @@ static void emit_tasks(double t, int w, pid_t pid)
 		return;
 	struct dirent *e;
 	while ((e = readdir(d))) {
-		char *end;
-		long tid = strtol(e->d_name, &end, 10);
-		if (*end || tid <= 0)
+		long tid = dir_number(e);
+		if (tid <= 0)
 			continue;
 		snprintf(path, sizeof(path), "/proc/%d/task/%ld/sched", pid, tid);
 		if (read_file(path, buf, sizeof(buf)) <= 0)
@@ -358,9 +365,8 @@ static void emit_all_mem(double t)
 		return;
 	struct dirent *e;
 	while ((e = readdir(d))) {
-		char *end;
-		long pid = strtol(e->d_name, &end, 10);
-		if (*end || pid <= 0)
+		long pid = dir_number(e);
+		if (pid <= 0)
 			continue;
 		pid_t ppid;
 		int threads;
