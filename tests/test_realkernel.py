@@ -196,12 +196,13 @@ def test_runner_on_this_host_samples_and_reaps(numaw, tmp_path):
     assert parsed["workload_lines"][-1]["passes"] >= 1
 
 
-def test_runner_reads_numa_maps_every_mem_ms_and_reports_its_own_cost(numaw, tmp_path):
-    # numa_maps walks every PTE: the runner reads it every mem_ms, /proc/vmstat every interval
+def test_runner_reads_numa_maps_every_maps_ms_and_reports_its_own_cost(numaw, tmp_path):
+    # numa_maps walks every PTE: the runner reads it every maps_ms, the threads every mem_ms,
+    # /proc/vmstat every interval
     s = tmp_path / "spec.txt"
     s.write_text("remote_toucher size_mib=4 touch_node=0 run_node=0 threads=1 duration_s=0.6\n")
-    p = subprocess.run([str(numaw), "run", str(s), "interval_ms=50", "mem_ms=300"], capture_output=True, text=True,
-                       timeout=30)
+    p = subprocess.run([str(numaw), "run", str(s), "interval_ms=50", "mem_ms=100", "maps_ms=300"], capture_output=True,
+                       text=True, timeout=30)
     assert p.returncode == 0, p.stdout + p.stderr
     parsed = parse_console(p.stdout)
     assert len(parsed["samples"]) >= 8 and 1 <= len(parsed["mem"]) <= 3
@@ -217,10 +218,12 @@ def resolved_scenario_stub():
 
 
 @pytest.mark.parametrize("run, expect", [
-    ({"sample_interval_ms": 100, "placement_interval_ms": 1000}, (100, 1000)),
-    ({"sample_interval_ms": 100, "placement_interval_ms": 0}, (100, 1000)),  # off in the sim: 1 s here
-    ({"sample_interval_ms": 200, "placement_interval_ms": 100}, (200, 200)),  # never above vmstat's rate
-    ({"sample_interval_ms": 10}, (50, 1000)),
+    ({"sample_interval_ms": 100, "placement_interval_ms": 1000}, (100, 1000, 1000)),
+    ({"sample_interval_ms": 100, "placement_interval_ms": 0}, (100, 1000, 1000)),  # off in the sim: 1 s here
+    ({"sample_interval_ms": 200, "placement_interval_ms": 100}, (200, 200, 200)),  # never above vmstat's rate
+    ({"sample_interval_ms": 500, "placement_interval_ms": 1000, "numa_maps_interval_ms": 10000}, (500, 1000, 10000)),
+    ({"sample_interval_ms": 100, "placement_interval_ms": 1000, "numa_maps_interval_ms": 200}, (100, 1000, 1000)),
+    ({"sample_interval_ms": 10}, (50, 1000, 1000)),
 ])
 def test_sample_intervals_follow_the_scenarios_run_section(run, expect):
     assert spec.sample_intervals({"run": run}) == expect
@@ -241,6 +244,7 @@ def test_initramfs_holds_init_config_scenario_and_static_binaries(numaw, tmp_pat
     assert os.access(out / "init", os.X_OK) and "numaw run /scenario.txt" in (out / "init").read_text()
     cfg = (out / "config").read_text()
     assert "INTERVAL_MS=100\n" in cfg and "MEM_MS=100\n" in cfg and "mem_ms=$MEM_MS" in (out / "init").read_text()
+    assert "MAPS_MS=100\n" in cfg and "maps_ms=$MAPS_MS" in (out / "init").read_text()
     assert "NUMA_BALANCING=0\n" in cfg and "THP_ENABLED=never\n" in cfg and "MAX_S=42.0\n" in cfg
     assert "scan_delay_ms=1000\n" in cfg and '2048:inherit' in cfg
     assert (out / "scenario.txt").read_text().splitlines() == spec.workload_lines(r)

@@ -118,6 +118,8 @@ pub struct TaskResult {
     pub preferred_nid: Option<usize>,
     pub numa_group: Option<u32>,
     pub mem_node: Option<usize>,
+    /// p->numa_pages_migrated: pages its hint faults migrated (/proc/PID/task/TID/sched).
+    pub numa_pages_migrated: u64,
 }
 
 /// Node holding most of the pages of the ranges task `t` sweeps (None if it sweeps none).
@@ -265,6 +267,7 @@ impl RunResult {
                     preferred_nid: p.numa.preferred_nid,
                     numa_group: p.numa.group.map(|g| k.numa_groups[g].gid),
                     mem_node: p.mem_node_at_exit.or_else(|| sweep_mem_node(k, t)),
+                    numa_pages_migrated: p.numa.pages_migrated,
                 }
             })
             .collect();
@@ -387,7 +390,7 @@ impl RunResult {
             "times": {"elapsed_s": self.elapsed_s, "user_s": self.user_s, "system_s": self.system_s},
             "processes": processes,
             "tasks": self.tasks.iter().map(|t| json!({"pid": t.pid, "tgid": t.tgid, "node": t.node, "preferred_nid": t.preferred_nid,
-                                                      "numa_group": t.numa_group, "mem_node": t.mem_node})).collect::<Vec<_>>(),
+                                                      "numa_group": t.numa_group, "mem_node": t.mem_node, "numa_pages_migrated": t.numa_pages_migrated})).collect::<Vec<_>>(),
             "series": {"vmstat": vmstat, "memory": memory, "tasks": tasks_series, "placement": placement, "image": image, "scan_seq": scan_seq},
             "numa_events": numa_events,
             "numa_events_dropped": self.trace.dropped,

@@ -18,6 +18,9 @@ pub enum TraceKind {
     StickNuma,
     /// sched_migrate_task: any move of a task between CPUs (load balancing included).
     MigrateTask,
+    /// sched_wakeup_new: a new task's first CPU (fork/clone placement); `src_nid` is the node
+    /// of its parent's CPU.
+    WakeupNew,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

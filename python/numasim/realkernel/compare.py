@@ -98,8 +98,9 @@ def checked_metrics(vm_m: dict) -> list:
     names.append("numa_pages_migrated")
     if vm_m.get("scan_passes"):
         names += ["scan_passes", "numa_pte_updates_per_pass", "numa_hint_faults_per_pass"]
-    if vm_m.get("placement_final"):
-        names.append("placement_final")
+    for k in ("placement_fork", "placement_final"):
+        if vm_m.get(k):
+            names.append(k)
     if vm_m.get("syscall_calls"):
         names += ["tlb_ipis_per_call", "pgmigrate_success_per_call"]
     return names

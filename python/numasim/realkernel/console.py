@@ -227,8 +227,15 @@ def build_result(p: dict, scenario: dict, source: dict, seed=None) -> Result:
             "samples": int(end.get("samples", 0)), "sample_wall_s": float(end.get("sample_wall_s", 0)),
             "mem_wall_s": float(end.get("mem_wall_s", 0)), "task_wall_s": float(end.get("task_wall_s", 0)),
             "cpu_s": round(float(end["runner_user_s"]) + float(end.get("runner_sys_s", 0)), 3)}}
+    # each thread as last seen (the runner reads the threads every placement interval)
+    last = {}
+    for r in p.get("tasks", []):
+        last[int(r["tid"])] = r
+    tasks = [{"pid": tid, "tgid": int(r["pid"]), "node": int(r["node"]), "preferred_nid": r.get("pref"),
+              "numa_pages_migrated": r.get("migrated")} for tid, r in sorted(last.items())]
     raw = {
         "source": source,
+        "tasks": tasks,
         "completed": bool(p["end"].get("completed", 1)) and p["timeout"] is None,
         "counters": counters,
         "times": {"elapsed_s": elapsed, "system_s": system, "user_s": user},
@@ -272,8 +279,9 @@ def task_series(p: dict):
 
 def numa_events(p: dict, scenario: dict) -> list:
     """The NUMA-balancing tracepoints of the run, with times from the runner's start:
-    move_numa / swap_numa / stick_numa (task_numa_migrate's decisions) and migrate_task (every
-    move of a workload thread, the load balancer's included), nodes filled in for the latter."""
+    move_numa / swap_numa / stick_numa (task_numa_migrate's decisions), migrate_task (every
+    move of a workload thread, the load balancer's included) and wakeup_new (the CPU a new
+    thread or process starts on), nodes filled in for the latter two."""
     epoch = (p.get("begin") or {}).get("epoch")
     if not isinstance(epoch, (int, float)):
         return []
@@ -282,8 +290,10 @@ def numa_events(p: dict, scenario: dict) -> list:
     for r in p.get("trace", []):
         e = {k: v for k, v in r.items() if k != "ts"}
         e["t"] = round(float(r["ts"]) - epoch, 6)
+        node = lambda c: cpu_node[c] if isinstance(c, int) and 0 <= c < len(cpu_node) else -1  # noqa: E731
         if e["event"] == "migrate_task":
-            node = lambda c: cpu_node[c] if isinstance(c, int) and 0 <= c < len(cpu_node) else -1  # noqa: E731
             e["src_nid"], e["dst_nid"] = node(e.get("orig_cpu")), node(e.get("dest_cpu"))
+        elif e["event"] == "wakeup_new":
+            e["dst_nid"] = node(e.get("target_cpu"))
         out.append(e)
     return out

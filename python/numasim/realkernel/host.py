@@ -119,7 +119,7 @@ def run_host(resolved: dict, *, numaw: Path | None = None, apply: bool = True, t
             "the scenario's machine, so simulate with a [machine] that describes this host")
     lines = specmod.workload_lines(resolved)
     settings = specmod.kernel_settings(resolved)
-    interval, mem_ms = specmod.sample_intervals(resolved, floor_ms=20)
+    interval, mem_ms, maps_ms = specmod.sample_intervals(resolved, floor_ms=20)
     max_s = min(float(resolved.get("run", {}).get("max_sim_s", 7200)), 3 * expected_run_s(resolved))
     exe = numaw or numaw_path()
     saved = apply_settings(settings, log) if apply else {}
@@ -129,7 +129,8 @@ def run_host(resolved: dict, *, numaw: Path | None = None, apply: bool = True, t
             spec.write_text("\n".join(lines) + "\n")
             t0 = time.monotonic()
             try:
-                p = subprocess.run([str(exe), "run", str(spec), f"interval_ms={interval}", f"mem_ms={mem_ms}", f"max_s={max_s:.1f}"],
+                p = subprocess.run([str(exe), "run", str(spec), f"interval_ms={interval}", f"mem_ms={mem_ms}",
+                                    f"maps_ms={maps_ms}", f"max_s={max_s:.1f}"],
                                    capture_output=True, text=True, timeout=timeout_s or max_s + 60)
             except subprocess.TimeoutExpired:
                 raise RealKernelError(f"the host run did not finish within {timeout_s or max_s + 60:.0f} s") from None

@@ -100,6 +100,34 @@ def placement(result, min_procs: int = 2) -> dict:
     return {"initial": initial, "final": final, "separated_s": since}
 
 
+def fork_nodes(result) -> dict:
+    """{pid: (node each worker thread started on, in tid order)} from the sched_wakeup_new events
+    (the kernel's fork and clone placement); a real kernel's events name the thread only, its
+    process comes from series.tasks."""
+    ts = (result.raw.get("series") or {}).get("tasks") or {}
+    tgid_of = {int(t): int(p) for t, p in zip(ts.get("tid", []), ts.get("pid", []))}
+    out = defaultdict(list)
+    for e in sorted((e for e in result.raw.get("numa_events") or [] if e.get("event") == "wakeup_new"),
+                    key=lambda e: e.get("pid", 0)):
+        tid = e.get("pid")
+        tgid = e.get("tgid", tgid_of.get(tid))
+        if tgid is None or tid == tgid or not isinstance(e.get("dst_nid"), int) or e["dst_nid"] < 0:
+            continue
+        out[int(tgid)].append(e["dst_nid"])
+    return {p: tuple(v) for p, v in out.items()}
+
+
+def migrated_by_thread_node(result) -> dict:
+    """{node: pages migrated by the hint faults of the worker threads last seen on that node}
+    (p->numa_pages_migrated of each thread): which side of a shared buffer moved it."""
+    out = defaultdict(int)
+    for t in result.raw.get("tasks") or []:
+        n, m = t.get("node"), t.get("numa_pages_migrated")
+        if isinstance(n, int) and isinstance(m, int) and t.get("pid") != t.get("tgid"):
+            out[n] += m
+    return dict(sorted(out.items()))
+
+
 def events(result) -> dict:
     """Counts of the NUMA tracepoints: move_numa, swap_numa, stick_numa, migrate_task."""
     c = defaultdict(int)
@@ -136,9 +164,16 @@ def metrics(result, horizon_s: float | None = None) -> dict:
     m["migrate_fail_faults"] = migrate_fail_faults(result)
     p = placement(result)
     if p:
+        forked = fork_nodes(result)
+        if len(forked) >= 2:
+            m["placement_fork"] = placement_kind(forked)
         m["placement_initial"] = p["initial"]
         m["placement_final"] = p["final"]
         m["separated_s"] = p["separated_s"]
+    by_node = migrated_by_thread_node(result)
+    if len(by_node) >= 2:
+        for n, v in by_node.items():
+            m[f"numa_pages_migrated_by_node{n}_threads"] = v
     ev = events(result)
     for k in ("move_numa", "swap_numa", "stick_numa"):
         m[k] = ev.get(k, 0)

@@ -61,17 +61,20 @@ for s in $MTHP; do
 done
 put /proc/sys/kernel/numa_balancing $NUMA_BALANCING
 # NUMA-balancing tracepoints (what the kernel decided): task moves, swaps and refusals, VMA
-# skips (6.7+, counted by reason), scheduler migrations of the workloads' threads, and a kprobe
+# skips (6.7+, counted by reason), scheduler migrations of the workloads' threads and the CPU
+# each new one starts on (sched_wakeup_new: fork and clone placement), and a kprobe
 # on task_numa_fault that records the hint faults whose migration failed (TNF_MIGRATE_FAIL)
 T=/sys/kernel/tracing
 mount -t tracefs tracefs $T 2>/dev/null || T=/sys/kernel/debug/tracing
 if [ -d $T/events/sched ]; then
     echo mono > $T/trace_clock 2>/dev/null
     echo 2048 > $T/buffer_size_kb 2>/dev/null
-    for e in sched_move_numa sched_swap_numa sched_stick_numa sched_skip_vma_numa sched_migrate_task; do
+    for e in sched_move_numa sched_swap_numa sched_stick_numa sched_skip_vma_numa sched_migrate_task sched_wakeup_new; do
         [ -e $T/events/sched/$e/enable ] && echo 1 > $T/events/sched/$e/enable
     done
-    [ -e $T/events/sched/sched_migrate_task/filter ] && echo "$WORKLOAD_COMMS" > $T/events/sched/sched_migrate_task/filter
+    for e in sched_migrate_task sched_wakeup_new; do
+        [ -e $T/events/sched/$e/filter ] && echo "$WORKLOAD_COMMS" > $T/events/sched/$e/filter
+    done
     if echo 'p:numa_fault_fail task_numa_fault last_cpupid=%di:s32 mem_node=%si:s32 pages=%dx:s32 flags=%cx:u32' >> $T/kprobe_events 2>/dev/null; then
         echo 'flags & 16' > $T/events/kprobes/numa_fault_fail/filter
         echo 1 > $T/events/kprobes/numa_fault_fail/enable
@@ -92,8 +95,12 @@ for c in /sys/devices/system/cpu/cpu[0-9]*; do
     llc=$(ls -d $c/cache/index* 2>/dev/null | tail -1)
     [ -n "$llc" ] && echo "@nsw llc cpu=$n level=$(cat $llc/level) shared=$(cat $llc/shared_cpu_list)"
 done
-/bin/numaw run /scenario.txt interval_ms=$INTERVAL_MS mem_ms=$MEM_MS max_s=$MAX_S
+# the runner writes to tmpfs while the workload runs, and the console gets it afterwards: a
+# console line costs a vCPU milliseconds under TCG, and a runner still writing when the
+# workload forks changes where the kernel places the fork (docs/realkernel.md)
+/bin/numaw run /scenario.txt interval_ms=$INTERVAL_MS mem_ms=$MEM_MS maps_ms=$MAPS_MS max_s=$MAX_S > /tmp/run.out 2>&1
 rc=$?
+cat /tmp/run.out
 if [ -d $T/events/sched ]; then
     echo 0 > $T/tracing_on
     awk '/^#/ {next}
@@ -187,7 +194,8 @@ def trace_filter(spec_lines: list) -> str:
     return " || ".join(f'comm == "{k}"' for k in kinds) or "pid == 0"
 
 
-def config_text(settings: dict, interval_ms: int, max_s: float, comms: str = "pid == 0", mem_ms: int | None = None) -> str:
+def config_text(settings: dict, interval_ms: int, max_s: float, comms: str = "pid == 0", mem_ms: int | None = None,
+                maps_ms: int | None = None) -> str:
     mthp = " ".join(f"{kb}:{v}" for kb, v in sorted(settings.get("mthp", {}).items()))
     lines = {
         "NUMA_BALANCING": settings["numa_balancing"],
@@ -199,6 +207,7 @@ def config_text(settings: dict, interval_ms: int, max_s: float, comms: str = "pi
         "MTHP": f'"{mthp}"',
         "INTERVAL_MS": int(interval_ms),
         "MEM_MS": int(mem_ms or interval_ms),
+        "MAPS_MS": int(maps_ms or mem_ms or interval_ms),
         "MAX_S": f"{max_s:.1f}",
         "WORKLOAD_COMMS": "'" + comms.replace("'", "") + "'",
     }
@@ -207,7 +216,7 @@ def config_text(settings: dict, interval_ms: int, max_s: float, comms: str = "pi
 
 def build_initramfs(out: Path, spec_lines: list, settings: dict, interval_ms: int = 100,
                     max_s: float = 300.0, numaw: Path | None = None, busybox: Path | None = None,
-                    mem_ms: int | None = None) -> Path:
+                    mem_ms: int | None = None, maps_ms: int | None = None) -> Path:
     """Write a gzip'd newc cpio with /init, /config, /scenario.txt, /bin/busybox, /bin/numaw
     (the archive is made by `busybox cpio`: the host needs no cpio)."""
     numaw = numaw or numaw_path()
@@ -221,7 +230,7 @@ def build_initramfs(out: Path, spec_lines: list, settings: dict, interval_ms: in
         os.symlink("busybox", root / "bin" / "sh")
         (root / "init").write_text(INIT)
         (root / "init").chmod(0o755)
-        (root / "config").write_text(config_text(settings, interval_ms, max_s, trace_filter(spec_lines), mem_ms))
+        (root / "config").write_text(config_text(settings, interval_ms, max_s, trace_filter(spec_lines), mem_ms, maps_ms))
         (root / "scenario.txt").write_text("\n".join(spec_lines) + "\n")
         names = []
         for dirpath, dirnames, filenames in os.walk(root):
@@ -330,10 +339,10 @@ def run_vm(resolved: dict, kernel: str = "6.12", *, timeout_s: float | None = No
     run_s = expected_run_s(resolved)
     max_s = min(float(resolved.get("run", {}).get("max_sim_s", 7200)), run_s * 3)
     timeout_s = timeout_s or (90 + 3 * max_s)
-    interval, mem_ms = specmod.sample_intervals(resolved)
+    interval, mem_ms, maps_ms = specmod.sample_intervals(resolved)
     workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="numasim-vm-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    initrd = build_initramfs(workdir / "initrd.img", lines, settings, interval, max_s, mem_ms=mem_ms)
+    initrd = build_initramfs(workdir / "initrd.img", lines, settings, interval, max_s, mem_ms=mem_ms, maps_ms=maps_ms)
     cmd = qemu_command(topo, vmlinuz, initrd)
     (workdir / "qemu.cmd").write_text(" ".join(cmd) + "\n")
     log(f"booting {info.get('release')} ({topo['nodes']} nodes x {topo['cpus_per_node']} CPUs, TCG), "

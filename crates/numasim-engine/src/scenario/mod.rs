@@ -79,4 +79,8 @@ pub struct RunConfig {
     pub max_sim_s: f64,
     /// Sampling of the per-task node series and the page-placement map (0: off).
     pub placement_interval_ms: u64,
+    /// Real-kernel runs only: how often the runner reads the processes' numa_maps (None: at
+    /// the placement interval). The simulator's memory placement costs it nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub numa_maps_interval_ms: Option<u64>,
 }

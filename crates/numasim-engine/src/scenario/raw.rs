@@ -164,4 +164,5 @@ pub struct RawRun {
     pub sample_interval_ms: Option<i64>,
     pub max_sim_s: Option<f64>,
     pub placement_interval_ms: Option<i64>,
+    pub numa_maps_interval_ms: Option<i64>,
 }

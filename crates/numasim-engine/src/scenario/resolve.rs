@@ -388,7 +388,7 @@ fn resolve_thp(raw: Option<super::raw::RawThp>, p: &mut Problems) -> ThpConfig {
 }
 
 fn resolve_run(raw: Option<RawRun>, p: &mut Problems) -> RunConfig {
-    let raw = raw.unwrap_or(RawRun { sample_interval_ms: None, max_sim_s: None, placement_interval_ms: None });
+    let raw = raw.unwrap_or(RawRun { sample_interval_ms: None, max_sim_s: None, placement_interval_ms: None, numa_maps_interval_ms: None });
     let sample = raw.sample_interval_ms.unwrap_or(100);
     if !(1..=3_600_000).contains(&sample) {
         p.push(ScenarioProblem::new("run.sample_interval_ms", "invalid_value", format!("must be in 1..=3600000, got {sample}")));
@@ -401,7 +401,11 @@ fn resolve_run(raw: Option<RawRun>, p: &mut Problems) -> RunConfig {
     if !(0..=3_600_000).contains(&placement) {
         p.push(ScenarioProblem::new("run.placement_interval_ms", "invalid_value", format!("must be in 0..=3600000 (0: off), got {placement}")));
     }
-    RunConfig { sample_interval_ms: sample.max(1) as u64, max_sim_s: max, placement_interval_ms: placement.max(0) as u64 }
+    let maps = raw.numa_maps_interval_ms;
+    if let Some(m) = maps.filter(|m| !(1..=3_600_000).contains(m)) {
+        p.push(ScenarioProblem::new("run.numa_maps_interval_ms", "invalid_value", format!("must be in 1..=3600000, got {m}")));
+    }
+    RunConfig { sample_interval_ms: sample.max(1) as u64, max_sim_s: max, placement_interval_ms: placement.max(0) as u64, numa_maps_interval_ms: maps.map(|m| m.max(1) as u64) }
 }
 
 fn resolve_workloads(raw: Option<Vec<RawWorkload>>, topo: &Topology, p: &mut Problems) -> (Vec<workload::WorkloadSpec>, Vec<workload::image::ImagePreset>) {

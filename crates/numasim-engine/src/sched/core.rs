@@ -62,6 +62,8 @@ impl Kernel {
         self.tasks[t].cpu = cpu;
         self.mms[mm].users += 1;
         self.cpus[cpu].rq.push(t);
+        let src = parent.map(|p| self.task_node(p));
+        self.trace_sched(TraceKind::WakeupNew, t, src, Some(self.cpu_node(cpu)), None);
     }
 
     /// Place the tasks cloned during a tick. The CPUs ran one after another, so the clones of

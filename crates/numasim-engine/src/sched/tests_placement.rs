@@ -185,3 +185,27 @@ fn concurrent_clones_are_placed_in_time_order_with_their_parents_counted() {
         assert!(threads.iter().all(|n| n == main_node), "each process's threads on its node: {nodes:?}");
     }
 }
+
+/// include/trace/events/sched.h: sched_wakeup_new — one event per new task, naming the node of
+/// the CPU wake_up_new_task gave it (what `numasim validate` compares as `placement_fork`); a
+/// task that has not moved since is still there, and a clone's source is its parent's node.
+#[test]
+fn wakeup_new_names_each_new_tasks_first_node() {
+    use crate::trace::TraceKind;
+    let text = SMALL.replace("kind = \"numa02\"", "kind = \"numa01\"").replace("threads = 4", "threads = 2").replace("passes = 1000", "passes = 2");
+    let s = parse_scenario(&format!("[kernel]\nversion = \"6.12\"\n{text}")).expect("parses");
+    let mut sim = Simulation::new(&s).expect("builds");
+    while sim.k.tasks.iter().any(|t| t.state == TaskState::NotStarted) {
+        assert!(sim.step().expect("steps"));
+    }
+    let ev = &sim.k.trace.events;
+    for (t, task) in sim.k.tasks.iter().enumerate() {
+        let mine: Vec<_> = ev.iter().filter(|e| e.event == TraceKind::WakeupNew && e.pid == task.pid).collect();
+        assert_eq!(mine.len(), 1, "task {t}: {mine:?}");
+        let moved = ev.iter().any(|e| e.event == TraceKind::MigrateTask && e.pid == task.pid);
+        if !moved {
+            assert_eq!(mine[0].dst_nid, sim.k.task_node(t) as i32, "task {t}");
+        }
+        assert_eq!(mine[0].src_nid >= 0, task.parent.is_some(), "task {t}");
+    }
+}

@@ -1,12 +1,13 @@
-/* `numaw run SPEC [interval_ms=N] [mem_ms=M] [max_s=S]`: run a scenario's workloads and sample
+/* `numaw run SPEC [interval_ms=N] [mem_ms=M] [maps_ms=P] [max_s=S]`: run a scenario's workloads and sample
  * the kernel.
  *
  * SPEC has one workload per line, `KIND key=value ...`, in [[workload]] order (# comments).
  * The runner starts each at its start_s, resolves `target=` (a workload index) into `pid=`,
  * every interval_ms prints /proc/vmstat and the /proc/interrupts TLB line, and every mem_ms
- * (default interval_ms) the per-node anonymous pages of every workload process (numa_maps) and
- * its threads' NUMA state. numa_maps walks every page table entry: under TCG it costs ~50 ms
- * per 256 MiB, a CPU taken from the workload, so it is read less often. Output lines (all "@nsw "):
+ * (default interval_ms) its threads' NUMA state, and every maps_ms (default mem_ms) the per-node
+ * anonymous pages of every workload process (numa_maps). numa_maps walks every page table
+ * entry: under TCG it costs 25-50 ms per 256 MiB, a CPU taken from the workload, so it is read
+ * less often. Output lines (all "@nsw "):
  *   begin, settings, vmstat phase=begin|end (every counter), v (sampled counters), irq,
  *   mem, task (a thread's NUMA-balancing state from /proc/PID/task/TID/sched), start,
  *   exit (rusage), timeout, end. */
@@ -357,7 +358,7 @@ static void emit_maps(double t, int w, pid_t pid)
 /* wall time the runner spends reading numa_maps and the threads' sched files */
 static double mem_wall, task_wall;
 
-static void emit_all_mem(double t)
+static void emit_all_mem(double t, int maps)
 {
 	/* every workload process and its direct children (numa01 forks, pmbench processes) */
 	DIR *d = opendir("/proc");
@@ -379,7 +380,8 @@ static void emit_all_mem(double t)
 				if (ws[i].pid == pid && threads > ws[i].threads)
 					ws[i].threads = threads;
 				double m0 = now_s();
-				emit_mem(t, i, (pid_t)pid);
+				if (maps)
+					emit_mem(t, i, (pid_t)pid);
 				double m1 = now_s();
 				emit_tasks(t, i, (pid_t)pid);
 				mem_wall += m1 - m0;
@@ -458,6 +460,7 @@ int main_run(int argc, char **argv)
 	args_parse(&a, argc - 1, argv + 1);
 	long interval_ms = arg_long(&a, "interval_ms", 100);
 	long mem_ms = arg_long(&a, "mem_ms", interval_ms);
+	long maps_ms = arg_long(&a, "maps_ms", mem_ms);
 	double max_s = arg_double(&a, "max_s", 600);
 	args_done(&a, "run");
 	unsetenv("NSW_W");
@@ -479,13 +482,13 @@ int main_run(int argc, char **argv)
 	snprintf(eb, sizeof(eb), "%.9f", epoch);
 	setenv("NSW_EPOCH", eb, 1);
 	/* epoch: CLOCK_MONOTONIC at t=0, so that trace timestamps (trace_clock mono) line up */
-	emit("begin release=%s nodes=%d cpus=%d workloads=%d interval_ms=%ld mem_ms=%ld epoch=%.6f", u.release, nr_nodes(), cpus, nw,
-	     interval_ms, mem_ms, epoch);
+	emit("begin release=%s nodes=%d cpus=%d workloads=%d interval_ms=%ld mem_ms=%ld maps_ms=%ld epoch=%.6f", u.release, nr_nodes(),
+	     cpus, nw, interval_ms, mem_ms, maps_ms, epoch);
 	emit_settings();
 	emit_vmstat_all("begin", 0.0);
 	emit_sample(0.0);
 
-	double next = interval_ms / 1000.0, next_mem = mem_ms / 1000.0;
+	double next = interval_ms / 1000.0, next_mem = mem_ms / 1000.0, next_maps = maps_ms / 1000.0;
 	int timed_out = 0;
 	long nsamples = 0;
 	double sample_wall = 0;
@@ -515,9 +518,12 @@ int main_run(int argc, char **argv)
 			double s0 = now_s();
 			emit_sample(t);
 			if (t >= next_mem) {
-				emit_all_mem(t);
+				int maps = t >= next_maps;
+				emit_all_mem(t, maps);
 				while (next_mem <= t)
 					next_mem += mem_ms / 1000.0;
+				while (maps && next_maps <= t)
+					next_maps += maps_ms / 1000.0;
 			}
 			sample_wall += now_s() - s0;
 			nsamples++;
