@@ -146,7 +146,7 @@ def test_kernel_choice_sets_the_simulated_profile():
 def test_workload_lines_match_the_simulators_parameters():
     r = resolved("migratepages-thp")
     assert spec.workload_lines(r) == [
-        "remote_toucher size_mib=32 threads=2 touch_node=0 run_node=1 duration_s=25.0 madvise=hugepage start_s=0.0",
+        "remote_toucher size_mib=32 threads=2 local_threads=0 touch_node=0 run_node=1 duration_s=25.0 madvise=hugepage start_s=0.0",
         "migratepages target=0 from=0 to=1 loops=1 interval_s=0.5 start_s=2.0",
     ]
     r = resolved("numa02-small-4k", overrides=[("workload", [

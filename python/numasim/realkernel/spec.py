@@ -9,7 +9,7 @@ from numasim.realkernel.errors import RealKernelError
 
 AUTONUMA_KEYS = ("threads", "size_mib", "passes", "start_s")
 KEYS = {
-    "remote_toucher": ("size_mib", "threads", "touch_node", "run_node", "duration_s", "madvise", "start_s"),
+    "remote_toucher": ("size_mib", "threads", "local_threads", "touch_node", "run_node", "duration_s", "madvise", "start_s"),
     "pmbench": ("processes", "threads", "set_mib", "map_mib", "pattern", "shape", "read_ratio", "nodes",
                 "duration_s", "overhead_ns", "start_s"),
     "memory_eater": ("size_gib", "node", "start_s", "free_at_s"),
@@ -88,12 +88,14 @@ def topology(resolved: dict) -> dict:
 
 
 def sample_intervals(resolved: dict, floor_ms: int = 50) -> tuple:
-    """(interval_ms, mem_ms) for the runner: /proc/vmstat every `run.sample_interval_ms`, the
-    processes' numa_maps and threads every `run.placement_interval_ms` as the simulator samples
-    series.placement and series.tasks (0 there, off: once a second here, as placement needs
-    them). Reading numa_maps walks every PTE, a CPU the workload loses, so it is never more
-    often than the vmstat samples."""
+    """(interval_ms, mem_ms, maps_ms) for the runner: /proc/vmstat every
+    `run.sample_interval_ms`, the processes' threads every `run.placement_interval_ms` as the
+    simulator samples series.tasks (0 there, off: once a second here, as placement needs
+    them), their numa_maps every `run.numa_maps_interval_ms` (default: with the threads).
+    Reading numa_maps walks every PTE, a CPU the workload loses, so neither is more often than
+    the vmstat samples."""
     run = resolved.get("run", {})
     interval = max(int(run.get("sample_interval_ms", 100)), floor_ms)
-    mem = int(run.get("placement_interval_ms", 1000)) or 1000
-    return interval, max(mem, interval)
+    mem = max(int(run.get("placement_interval_ms", 1000)) or 1000, interval)
+    maps = max(int(run.get("numa_maps_interval_ms") or mem), mem)
+    return interval, mem, maps

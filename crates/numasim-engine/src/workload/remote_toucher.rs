@@ -1,7 +1,8 @@
 //! A remote-memory toucher (the real-kernel validation workload, `realkernel/src/numawork.c`):
 //! the main thread, bound to `touch_node`, first-touches the whole buffer; then one worker per
 //! CPU of `run_node` streams over all of it for `duration_s`, so NUMA balancing should pull the
-//! buffer to `run_node`.
+//! buffer to `run_node`; `local_threads` more, one per CPU of `touch_node`, stream over the same
+//! pages at the same time (threads of one process sharing a buffer from two nodes).
 
 use super::autonuma::{new_mm, new_task};
 use super::Op;
@@ -18,6 +19,8 @@ pub struct RemoteToucherSpec {
     pub size_mib: u64,
     /// Worker threads, one per CPU of `run_node` (wrapping when there are more).
     pub threads: usize,
+    /// Workers on `touch_node`'s CPUs streaming over the same buffer (created after the others).
+    pub local_threads: usize,
     pub touch_node: usize,
     pub run_node: usize,
     pub duration_s: f64,
@@ -28,7 +31,7 @@ pub struct RemoteToucherSpec {
 
 impl RemoteToucherSpec {
     pub fn resolve(w: &RawWorkload, i: usize, topo: &Topology, p: &mut Vec<ScenarioProblem>) -> Option<Self> {
-        super::reject_keys(w, i, &["size_mib", "threads", "touch_node", "run_node", "duration_s", "madvise", "start_s"], p);
+        super::reject_keys(w, i, &["size_mib", "threads", "local_threads", "touch_node", "run_node", "duration_s", "madvise", "start_s"], p);
         let start = p.len();
         let mut bad = |key: &str, msg: String| p.push(ScenarioProblem::new(format!("workload[{i}].{key}"), "invalid_value", msg));
         let size_mib = w.size_mib.unwrap_or(64);
@@ -50,6 +53,10 @@ impl RemoteToucherSpec {
         if !(1..=65536).contains(&threads) {
             bad("threads", format!("must be in 1..=65536, got {threads}"));
         }
+        let local_threads = w.local_threads.unwrap_or(0);
+        if !(0..=65536).contains(&local_threads) {
+            bad("local_threads", format!("must be in 0..=65536, got {local_threads}"));
+        }
         let duration_s = w.duration_s.unwrap_or(f64::NAN);
         if !(duration_s > 0.0 && duration_s < 1e6) {
             bad("duration_s", format!("give the streaming phase length in (0, 1e6) s, got {duration_s}"));
@@ -62,7 +69,7 @@ impl RemoteToucherSpec {
         if !(0.0..1e6).contains(&start_s) {
             bad("start_s", format!("must be in [0, 1e6), got {start_s}"));
         }
-        (p.len() == start).then(|| RemoteToucherSpec { kind: w.kind.clone(), size_mib: size_mib as u64, threads: threads as usize, touch_node, run_node, duration_s, madvise, start_s })
+        (p.len() == start).then(|| RemoteToucherSpec { kind: w.kind.clone(), size_mib: size_mib as u64, threads: threads as usize, local_threads: local_threads as usize, touch_node, run_node, duration_s, madvise, start_s })
     }
 
     pub fn build(&self, k: &mut Kernel, index: usize) {
@@ -72,17 +79,17 @@ impl RemoteToucherSpec {
             "nohugepage" => VM_NOHUGEPAGE,
             _ => 0,
         };
-        let mm = new_mm(k, "numawork", self.threads);
+        let mm = new_mm(k, "numawork", self.threads + self.local_threads);
         let vma = k.mms[mm].mmap_anon(pages, VM_READ | VM_WRITE | advice);
         // the main thread (numaw's remote_toucher.c): binds itself to touch_node once started,
         // memsets the buffer (first touch), creates the workers and waits for them
         let prog = vec![Op::SetAffinity(1 << self.touch_node), Op::Sweep { vma, first: 0, npages: pages, passes: 1 }, Op::Spawn, Op::Join];
         let main = new_task(k, mm, "numawork", index, prog, None, (self.start_s * 1e9) as u64);
-        let cpus = k.topo.node_cpus[self.run_node].clone();
-        for i in 0..self.threads {
+        let (run, local) = (k.topo.node_cpus[self.run_node].clone(), k.topo.node_cpus[self.touch_node].clone());
+        for i in 0..self.threads + self.local_threads {
             let prog = vec![Op::SweepFor { vma, first: 0, npages: pages, duration_ns: (self.duration_s * 1e9) as u64 }];
             let t = new_task(k, mm, "numawork", index, prog, Some(main), 0);
-            let cpu = cpus[i % cpus.len()];
+            let cpu = if i < self.threads { run[i % run.len()] } else { local[(i - self.threads) % local.len()] };
             k.tasks[t].allowed = (0..k.topo.nr_cpus()).map(|c| c == cpu).collect();
         }
     }

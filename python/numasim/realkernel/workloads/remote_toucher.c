@@ -1,7 +1,8 @@
 /* remote_toucher: first touch on one node, then stream from another (the simulator's
  * `remote_toucher` kind). The main thread, bound to touch_node's CPUs, memsets the buffer
- * (first touch); then `threads` workers bound one per CPU of run_node stream over the whole
- * buffer for duration_s: each pass reads every 64-byte line and writes one byte per 4 KiB page. */
+ * (first touch); then `threads` workers bound one per CPU of run_node, and `local_threads`
+ * bound one per CPU of touch_node, stream over the whole buffer for duration_s: each pass
+ * reads every 64-byte line and writes one byte per 4 KiB page. */
 #include "nsw.h"
 
 #include <errno.h>
@@ -49,6 +50,7 @@ int main_remote_toucher(int argc, char **argv)
 	long touch_node = arg_long(&a, "touch_node", 0);
 	long run_node = arg_long(&a, "run_node", 1);
 	long threads = arg_long(&a, "threads", -1);
+	long local_threads = arg_long(&a, "local_threads", 0);
 	if (!arg_has(&a, "duration_s"))
 		die("remote_toucher: duration_s is required");
 	double duration = arg_double(&a, "duration_s", 0);
@@ -61,6 +63,8 @@ int main_remote_toucher(int argc, char **argv)
 		threads = nrun; /* default: every CPU of run_node */
 	if (size_mib < 1 || threads < 1 || nrun < 1)
 		die("remote_toucher: size_mib, threads and run_node's CPUs must be >= 1");
+	if (local_threads < 0)
+		die("remote_toucher: local_threads must be >= 0");
 
 	size_t size = (size_t)size_mib << 20;
 	pin_self_node(touch_node);
@@ -70,12 +74,16 @@ int main_remote_toucher(int argc, char **argv)
 	double t1 = now_s();
 	emit("toucher phase=first_touch t=%.3f dt=%.3f", run_time_s(), t1 - t0);
 
-	int cpus[MAX_CPUS];
+	int cpus[MAX_CPUS], local[MAX_CPUS];
 	cpu_list(&run_set, cpus, MAX_CPUS);
-	struct tw *ws = calloc(threads, sizeof(*ws));
+	cpu_set_t touch_set;
+	int nlocal = node_cpus(touch_node, &touch_set);
+	cpu_list(&touch_set, local, MAX_CPUS);
+	long all = threads + local_threads;
+	struct tw *ws = calloc(all, sizeof(*ws));
 	double until = now_s() + duration;
-	for (long i = 0; i < threads; i++) {
-		ws[i].cpu = cpus[i % nrun];
+	for (long i = 0; i < all; i++) {
+		ws[i].cpu = i < threads ? cpus[i % nrun] : local[(i - threads) % nlocal];
 		ws[i].buf = buf;
 		ws[i].size = size;
 		ws[i].until = until;
@@ -83,7 +91,7 @@ int main_remote_toucher(int argc, char **argv)
 			die("pthread_create: %s", strerror(errno));
 	}
 	long passes = 0;
-	for (long i = 0; i < threads; i++) {
+	for (long i = 0; i < all; i++) {
 		pthread_join(ws[i].tid, NULL);
 		passes += ws[i].passes;
 	}
