@@ -51,3 +51,24 @@ def test_placement_kinds_and_when_the_processes_separated():
     p = pacing.placement(result(tasks=rows))
     assert p == {"initial": pacing.SPLIT, "final": pacing.SEPARATED, "separated_s": 3.0}
     assert pacing.placement_kind({10: (0, 0), 20: (0, 0)}) == pacing.TOGETHER
+
+
+def test_fork_placement_comes_from_the_wakeup_new_events():
+    # a real kernel's sched_wakeup_new names the thread; its process comes from series.tasks
+    r = result(tasks=[(1.0, 11, 10, 0), (1.0, 12, 10, 0), (1.0, 21, 20, 1), (1.0, 22, 20, 0)])
+    r.raw["numa_events"] = [{"event": "wakeup_new", "pid": tid, "dst_nid": n} for tid, n in
+                            ((20, 1), (11, 0), (12, 0), (21, 1), (22, 1))]
+    assert pacing.fork_nodes(r) == {10: (0, 0), 20: (1, 1)}
+    m = pacing.metrics(r)
+    assert m["placement_fork"] == pacing.SEPARATED and m["placement_initial"] == pacing.SPLIT
+
+
+def test_pages_migrated_by_the_threads_of_each_node():
+    r = result()
+    r.raw["tasks"] = [{"pid": 10, "tgid": 10, "node": 0, "numa_pages_migrated": 5},  # main thread: not a worker
+                      {"pid": 11, "tgid": 10, "node": 0, "numa_pages_migrated": 7},
+                      {"pid": 12, "tgid": 10, "node": 1, "numa_pages_migrated": 30},
+                      {"pid": 13, "tgid": 10, "node": 1, "numa_pages_migrated": 2}]
+    assert pacing.migrated_by_thread_node(r) == {0: 7, 1: 32}
+    m = pacing.metrics(r)
+    assert (m["numa_pages_migrated_by_node0_threads"], m["numa_pages_migrated_by_node1_threads"]) == (7, 32)
