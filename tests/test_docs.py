@@ -53,7 +53,8 @@ SKIPPED = {
                   "numasim reproduce vma-flags-grouping", "numasim validate remote-toucher-4k",
                   "numasim hostrun my-scenario.toml"],
     "docs/realkernel.md": ["numasim validate remote-toucher-4k", "numasim validate my.toml",
-                           "numasim validate migratepages-4k", "numasim hostrun my.toml", "make test-vm"],
+                           "numasim validate migratepages-4k", "numasim validate two-processes-4k",
+                           "numasim validate two-processes-4k", "numasim hostrun my.toml", "make test-vm"],
     "docs/fuzzing.md": ["make fuzz"],
 }
 

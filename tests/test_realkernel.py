@@ -5,6 +5,7 @@ guest panic, timeout, single-node host). The VM boots are in test_realkernel_vm.
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import shutil
 import subprocess
@@ -353,3 +354,41 @@ def test_comparison_checks_per_window_and_per_call_quantities(tmp_path):
     assert rows["tlb_shootdown_ipis"]["vm"] == 1151
     assert compare.within(110, 100) and not compare.within(126, 100) and compare.within(0, 0)
     assert "numa_pages_migrated" in compare.table(cmp)
+
+
+def test_validate_several_boots_against_one_simulation(tmp_path):
+    # two saved boots (here the same console twice) of one kernel: each compared, then a
+    # summary of how many boots each checked metric agreed in
+    cmd = [sys.executable, "-m", "numasim", "validate", "remote-toucher-4k", "--kernel", "6.12", "-q", "--json",
+           "--vm-result", str(FIXTURE), "--vm-result", str(FIXTURE), "--out", str(tmp_path)]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    res = json.loads(p.stdout)
+    assert len(res["boots"]) == 2 and res["summary"]["boots"] == 2
+    rows = res["summary"]["rows"]
+    assert rows and all(r["of"] == 2 and r["agree"] in (0, 2) and r["vm"][0] == r["vm"][1] for r in rows)
+    assert res["summary"]["ok"] == all(r["agree"] == 2 for r in rows)
+    d = tmp_path / "remote-toucher-4k-6.12"
+    assert (d / "sim.json").exists() and (d / "boots.json").exists()
+    assert all((d / f"boot{i}" / "comparison.json").exists() for i in (1, 2))
+
+
+def test_across_boots_counts_agreement_per_metric():
+    def cmp(vm, ok):
+        return {"rows": [{"metric": "scan_passes", "sim": 5.0, "vm": vm, "checked": True, "ok": ok},
+                         {"metric": "elapsed_s", "sim": 40.0, "vm": 80.0, "checked": False, "ok": None}]}
+    s = compare.across_boots([cmp(5.5, True), cmp(9.0, False), cmp(4.5, True)])
+    assert [r["metric"] for r in s["rows"]] == ["scan_passes"]  # only checked metrics
+    r = s["rows"][0]
+    assert (r["vm"], r["agree"], r["of"], r["majority"], s["ok"]) == ([5.5, 9.0, 4.5], 2, 3, True, True)
+    assert not compare.across_boots([cmp(9.0, False), cmp(5.5, True)])["ok"]  # 1 of 2 is no majority
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--boots", "0"], "--boots must be at least 1"),
+    (["--kernel", "6.1", "--kernel", "6.12", "--vm-result", "x.log"], "one kernel"),
+])
+def test_validate_refuses_bad_boot_options(extra, message):
+    p = subprocess.run([sys.executable, "-m", "numasim", "validate", "remote-toucher-4k", *extra],
+                       capture_output=True, text=True)
+    assert p.returncode != 0 and message in p.stderr and "Traceback" not in p.stderr

@@ -153,3 +153,35 @@ def table(cmp: dict) -> str:
              "  ".join("-" * w for w in widths)]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     return "\n".join(lines)
+
+
+def across_boots(cmps: list) -> dict:
+    """Several boots of one scenario and kernel against the one (deterministic) simulation:
+    per checked metric, the simulated value, each boot's, and in how many boots it agreed
+    (within ±25%, or the same placement). `ok`: every checked metric agreed in a majority."""
+    rows, order = {}, []
+    for i, cmp in enumerate(cmps):
+        for r in cmp["rows"]:
+            if not r["checked"]:
+                continue
+            if r["metric"] not in rows:
+                order.append(r["metric"])
+                rows[r["metric"]] = {"metric": r["metric"], "sim": r["sim"], "vm": [None] * len(cmps), "agree": 0}
+            rows[r["metric"]]["vm"][i] = r["vm"]
+            rows[r["metric"]]["agree"] += 1 if r["ok"] else 0
+    out = [rows[m] for m in order]
+    for r in out:
+        r["of"] = sum(v is not None for v in r["vm"])
+        r["majority"] = 2 * r["agree"] > r["of"]
+    return {"boots": len(cmps), "rows": out, "ok": bool(out) and all(r["majority"] for r in out)}
+
+
+def boots_table(summary: dict) -> str:
+    head = ["metric", "sim", "vm per boot", "agree"]
+    rows = [[r["metric"], _fmt(r["sim"]), ", ".join(_fmt(v) for v in r["vm"]), f"{r['agree']} of {r['of']}"]
+            for r in summary["rows"]]
+    widths = [max(len(x[i]) for x in rows + [head]) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(head, widths)).rstrip(),
+             "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    return "\n".join(lines)

@@ -55,6 +55,14 @@ def scenario_dict(name_or_path: str, kernel: str, overrides=None) -> dict:
 def validate(name_or_path: str, kernel: str = "6.12", *, out: Path | None = None, overrides=None,
              timeout_s: float | None = None, vm_result: Path | None = None, log=None) -> dict:
     """Simulate and boot; save sim.json, vm.json, comparison.json (and the console) in `out`."""
+    return validate_boots(name_or_path, kernel, out=out, overrides=overrides, timeout_s=timeout_s,
+                          vm_results=[vm_result] if vm_result else None, log=log)[0]
+
+
+def validate_boots(name_or_path: str, kernel: str = "6.12", *, boots: int = 1, out: Path | None = None,
+                   overrides=None, timeout_s: float | None = None, vm_results: list | None = None, log=None) -> list:
+    """One simulation (deterministic) against `boots` boots, or against the saved VM results
+    `vm_results`, one comparison each. With more than one, each is saved in out/bootN."""
     log = log or (lambda m: None)
     d = scenario_dict(name_or_path, kernel, overrides)
     text = to_toml(d)
@@ -67,6 +75,18 @@ def validate(name_or_path: str, kernel: str = "6.12", *, out: Path | None = None
     sim = numasim.run(text)
     log(f"simulated {name} ({choice(kernel).profile} profile) in {time.monotonic() - t0:.1f} s")
     sim.save(out / "sim.json")
+    runs = list(vm_results) if vm_results else [None] * boots
+    cmps = []
+    for i, vm_result in enumerate(runs):
+        dest = out / f"boot{i + 1}" if len(runs) > 1 else out
+        dest.mkdir(parents=True, exist_ok=True)
+        if len(runs) > 1:
+            log(f"boot {i + 1} of {len(runs)}")
+        cmps.append(_one_vm(sim, resolved, name, kernel, dest, vm_result, timeout_s, log))
+    return cmps
+
+
+def _one_vm(sim, resolved: dict, name: str, kernel: str, out: Path, vm_result, timeout_s, log) -> dict:
     if vm_result and str(vm_result).endswith((".log", ".console")):  # re-read a saved console log
         from numasim.realkernel.console import build_result, parse_console
 
@@ -94,33 +114,51 @@ def cmd_validate(args) -> int:
         for n in shipped():
             print(n)
         return 0
-    if not args.scenario:
-        from numasim.scenario import UsageError
-
-        raise UsageError("give a scenario (a file or a shipped name: numasim validate --list)")
     from numasim.outpaths import check_output
-    from numasim.scenario import parse_set
+    from numasim.scenario import UsageError, parse_set
+
+    if not args.scenario:
+        raise UsageError("give a scenario (a file or a shipped name: numasim validate --list)")
 
     if args.out:
         check_output(args.out, "dir", "--out")
     overrides = [parse_set(s) for s in args.set or []]
     log = (lambda m: print(m, file=sys.stderr, flush=True)) if not args.quiet else None
     kernels = args.kernel or ["6.12"]
+    if args.boots < 1:
+        raise UsageError(f"--boots must be at least 1, got {args.boots}")
+    vm_results = args.vm_result or []
+    if vm_results and (len(kernels) > 1 or args.boots != 1):
+        raise UsageError("--vm-result stands for the boots of one kernel: give one --kernel and no --boots")
     status = 0
     results = []
     for k in kernels:
         out = Path(args.out) / f"{Path(args.scenario).stem}-{k}" if args.out else None
-        cmp = validate(args.scenario, k, out=out, overrides=overrides, timeout_s=args.timeout,
-                       vm_result=args.vm_result, log=log)
-        results.append(cmp)
-        if not args.json:
-            print(f"{cmp['scenario']} on {cmp['vm_kernel']} (simulated with the {cmp['profile']} profile); "
-                  f"saved in {cmp['out']}")
-            print(cmpmod.table(cmp))
-            for w in cmp.get("vm_warnings", []):
-                print(f"warning (VM): {w}")
-            print()
-        if args.strict and not cmp["ok"]:
+        cmps = validate_boots(args.scenario, k, boots=args.boots, out=out, overrides=overrides,
+                              timeout_s=args.timeout, vm_results=vm_results or None, log=log)
+        for cmp in cmps:
+            if not args.json:
+                print(f"{cmp['scenario']} on {cmp['vm_kernel']} (simulated with the {cmp['profile']} profile); "
+                      f"saved in {cmp['out']}")
+                print(cmpmod.table(cmp))
+                for w in cmp.get("vm_warnings", []):
+                    print(f"warning (VM): {w}")
+                print()
+        if len(cmps) > 1:
+            summary = cmpmod.across_boots(cmps)
+            summary.update({"scenario": cmps[0]["scenario"], "kernel": k})
+            Path(cmps[0]["out"]).parent.joinpath("boots.json").write_text(json.dumps(summary, indent=1))
+            if not args.json:
+                print(f"{summary['scenario']} on {k}: {len(cmps)} boots, checked metrics "
+                      f"({'each agrees in a majority of boots' if summary['ok'] else 'not all agree in a majority of boots'})")
+                print(cmpmod.boots_table(summary))
+                print()
+            results.append({"boots": cmps, "summary": summary})
+            ok = summary["ok"]
+        else:
+            results.append(cmps[0])
+            ok = cmps[0]["ok"]
+        if args.strict and not ok:
             status = 1
     if args.json:
         print(json.dumps(results if len(results) > 1 else results[0], indent=1))
@@ -135,7 +173,8 @@ def register(subparsers, command) -> None:
                  "QEMU, and print both side by side with the relative differences "
                  "(docs/realkernel.md). Needs qemu-system-x86, busybox-static and gcc "
                  "(make system-deps); the C workload is built on first use.",
-                 "  numasim validate --list\n  numasim validate remote-toucher-4k --kernel 6.1 --kernel 6.12",
+                 "  numasim validate --list\n  numasim validate remote-toucher-4k --kernel 6.1 --kernel 6.12\n"
+                 "  numasim validate two-processes-4k --kernel 6.1 --boots 3",
                  cmd_validate)
     sp.add_argument("scenario", nargs="?", help="scenario TOML file, or a shipped name (--list)")
     sp.add_argument("--kernel", action="append", choices=sorted(KERNELS),
@@ -144,10 +183,15 @@ def register(subparsers, command) -> None:
     sp.add_argument("--set", action="append", metavar="KEY=VALUE", help="scenario override (repeatable)")
     sp.add_argument("--out", metavar="DIR", help="where to save sim.json, vm.json, comparison.json (default out/validate)")
     sp.add_argument("--timeout", type=float, metavar="S", help="VM time limit in seconds (default from the scenario)")
-    sp.add_argument("--vm-result", metavar="PATH",
-                    help="reuse a saved VM result (.json) or console log (.log) instead of booting")
+    sp.add_argument("--boots", type=int, default=1, metavar="N",
+                    help="boot each kernel N times against the one simulation; with N > 1 each boot is "
+                         "saved in bootK/ and a summary says in how many boots each checked metric agreed")
+    sp.add_argument("--vm-result", metavar="PATH", action="append",
+                    help="reuse a saved VM result (.json) or console log (.log) instead of booting "
+                         "(repeatable: several boots of one kernel)")
     sp.add_argument("--json", action="store_true", help="print the comparison as JSON")
-    sp.add_argument("--strict", action="store_true", help="exit 1 when a checked metric is outside ±25%%")
+    sp.add_argument("--strict", action="store_true",
+                    help="exit 1 when a checked metric is outside ±25%% (with several boots: in a majority of them)")
     sp.add_argument("--quiet", "-q", action="store_true", help="no progress messages")
     register_hostrun(subparsers, command)
 
