@@ -197,3 +197,15 @@ def test_mutated_small_scenarios_run_or_fail_cleanly():
             continue
         ran += _only_numasim_errors(lambda: _engine.run(text))
     assert ran >= 10, f"only {ran} mutated scenarios ran"
+
+
+@pytest.mark.parametrize("key, value", [("run.numa_maps_interval_ms", "0"),
+                                        ("workload.local_threads", "-1")])
+def test_new_keys_are_checked(key, value):
+    # run.numa_maps_interval_ms (real-kernel runner only) and remote_toucher.local_threads
+    run = f"[run]\nnuma_maps_interval_ms = {value}\n" if key.startswith("run") else ""
+    extra = f"local_threads = {value}\n" if key.startswith("workload") else ""
+    text = f"{run}[[workload]]\nkind = \"remote_toucher\"\nduration_s = 1.0\n{extra}"
+    with pytest.raises(numasim.ScenarioError) as info:
+        _engine.resolve(text)
+    assert any(e["loc"].endswith(key.split(".")[1]) and e["kind"] == "invalid_value" for e in info.value.errors), info.value.errors
