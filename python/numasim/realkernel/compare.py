@@ -144,15 +144,20 @@ def _fmt(v) -> str:
     return str(v)
 
 
-def table(cmp: dict) -> str:
-    head = ["metric", "sim", "vm", "sim/vm", "±25%"]
-    rows = [[r["metric"], _fmt(r["sim"]), _fmt(r["vm"]), "-" if r["ratio"] is None else f"{r['ratio']:.2f}",
-             "" if not r["checked"] else ("ok" if r["ok"] else "DIFFERS")] for r in cmp["rows"]]
+def _columns(head: list, rows: list) -> str:
+    """Left-aligned text columns under a rule."""
     widths = [max(len(x[i]) for x in rows + [head]) for i in range(len(head))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(head, widths)).rstrip(),
              "  ".join("-" * w for w in widths)]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     return "\n".join(lines)
+
+
+def table(cmp: dict) -> str:
+    head = ["metric", "sim", "vm", "sim/vm", "±25%"]
+    rows = [[r["metric"], _fmt(r["sim"]), _fmt(r["vm"]), "-" if r["ratio"] is None else f"{r['ratio']:.2f}",
+             "" if not r["checked"] else ("ok" if r["ok"] else "DIFFERS")] for r in cmp["rows"]]
+    return _columns(head, rows)
 
 
 def across_boots(cmps: list) -> dict:
@@ -180,8 +185,4 @@ def boots_table(summary: dict) -> str:
     head = ["metric", "sim", "vm per boot", "agree"]
     rows = [[r["metric"], _fmt(r["sim"]), ", ".join(_fmt(v) for v in r["vm"]), f"{r['agree']} of {r['of']}"]
             for r in summary["rows"]]
-    widths = [max(len(x[i]) for x in rows + [head]) for i in range(len(head))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(head, widths)).rstrip(),
-             "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
-    return "\n".join(lines)
+    return _columns(head, rows)

@@ -286,11 +286,11 @@ def numa_events(p: dict, scenario: dict) -> list:
     if not isinstance(epoch, (int, float)):
         return []
     cpu_node = ((scenario.get("machine") or {}).get("topology") or {}).get("cpu_node") or []
+    node = lambda c: cpu_node[c] if isinstance(c, int) and 0 <= c < len(cpu_node) else -1  # noqa: E731
     out = []
     for r in p.get("trace", []):
         e = {k: v for k, v in r.items() if k != "ts"}
         e["t"] = round(float(r["ts"]) - epoch, 6)
-        node = lambda c: cpu_node[c] if isinstance(c, int) and 0 <= c < len(cpu_node) else -1  # noqa: E731
         if e["event"] == "migrate_task":
             e["src_nid"], e["dst_nid"] = node(e.get("orig_cpu")), node(e.get("dest_cpu"))
         elif e["event"] == "wakeup_new":
