@@ -246,9 +246,27 @@ def cmd_bench(args) -> int:
 # ---------------------------------------------------------------- info
 
 
+def provenance(profile_text: str) -> list:
+    """Summary lines of a profile's [source] table: constants per kind, and the experiments a
+    `derived` constant was fitted to (their figures are in-sample)."""
+    from numasim.scenario import tomllib
+
+    src = tomllib.loads(profile_text).get("source", {})
+    kinds: dict = {}
+    for key, v in src.items():
+        kinds.setdefault(v.split(":", 1)[0].strip(), []).append(key)
+    lines = ["# provenance: " + ", ".join(f"{len(kinds.get(k, []))} {k}"
+                                          for k in ("spec", "measured", "derived", "assumed"))]
+    for key in kinds.get("derived", []):
+        lines.append(f"#   derived {key}: {src[key].split(':', 1)[1].strip()}")
+    return lines
+
+
 def cmd_machines(args) -> int:
     if args.show:
-        print(numasim.machine_profile_toml(args.show), end="")
+        text = numasim.machine_profile_toml(args.show)
+        print(text, end="")
+        print("\n".join(provenance(text)))
         return 0
     for name in numasim.machine_profiles():
         mark = "  (default)" if name == DEFAULT_MACHINE else ""

@@ -5,6 +5,29 @@ use serde::{Deserialize, Serialize};
 pub const PAGE_SIZE: f64 = 4096.0;
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
+/// The keys of `[machine.cost]`, in the profile's order.
+pub const COST_KEYS: [&str; 19] = [
+    "stream_gibps",
+    "smt_share",
+    "latency_ns",
+    "node_bandwidth_gibps",
+    "dram_bytes_per_store",
+    "interconnect_gibps",
+    "fault_entry_exit_ns",
+    "clear_page_ns",
+    "pte_update_ns",
+    "hint_fault_ns",
+    "migrate_page_ns",
+    "page_copy_gibps",
+    "ipi_send_ns",
+    "ipi_per_target_ns",
+    "ipi_receive_ns",
+    "tlb_flush_local_all_ns",
+    "tlb_flush_local_one_ns",
+    "vm_exit_ns",
+    "ept_violation_ns",
+];
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CostProfile {

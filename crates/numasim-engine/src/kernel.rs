@@ -110,8 +110,10 @@ pub struct Kernel {
     pub image_preset: crate::workload::image::ImagePreset,
     /// A VM's host cores (`machine.host_cores`), and the ns of this tick the host takes from
     /// each busy vCPU when more vCPUs are busy than it has cores.
-    pub host_cores: Option<u32>,
+    pub host_cores: Option<f64>,
     pub host_steal_ns: f64,
+    /// `machine.steal_in_runtime`: the share of stolen time the guest counts as runtime.
+    pub steal_in_runtime: f64,
 }
 
 impl Kernel {
@@ -175,6 +177,7 @@ impl Kernel {
             lru_add: vec![Vec::new(); s.machine.topology.nr_cpus()],
             image_preset: crate::workload::image::ImagePreset::None,
             host_cores: s.machine.host_cores,
+            steal_in_runtime: s.machine.steal_in_runtime,
             host_steal_ns: 0.0,
         }
     }
@@ -186,7 +189,7 @@ impl Kernel {
         self.host_steal_ns = match self.host_cores {
             Some(h) => {
                 let busy = self.cpus.iter().filter(|c| !c.rq.is_empty()).count().max(1);
-                self.tick_ns as f64 * (1.0 - (h as f64 / busy as f64).min(1.0))
+                self.tick_ns as f64 * (1.0 - (h / busy as f64).min(1.0))
             }
             None => 0.0,
         };

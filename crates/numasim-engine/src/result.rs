@@ -246,8 +246,8 @@ impl RunResult {
                     workload: ts.first().map(|t| t.workload).unwrap_or(0),
                     threads: ts.len(),
                     elapsed_s: (end - start) as f64 / 1e9,
-                    user_s: ts.iter().map(|t| t.user_ns).sum::<f64>() / 1e9,
-                    system_s: ts.iter().map(|t| t.sys_ns).sum::<f64>() / 1e9,
+                    user_s: ts.iter().map(|t| cputime_adjust(k, t).0).sum::<f64>() / 1e9,
+                    system_s: ts.iter().map(|t| cputime_adjust(k, t).1).sum::<f64>() / 1e9,
                     accesses: ts.iter().map(|t| t.accesses).sum(),
                     // LKP's throughput.aps: sum over threads of accesses / their timed loop
                     throughput_aps: ts.iter().filter(|t| t.access_ns > 0.0).map(|t| t.accesses / (t.access_ns / 1e9)).sum(),
@@ -405,4 +405,20 @@ impl RunResult {
                     "events": {"pte_updates": self.events.0, "hint_faults": self.events.1, "migrations": self.events.2}},
         })
     }
+}
+
+/// A task's (user, system) ns as getrusage(2) reports them. The kernel samples user and
+/// system at ticks and scales the samples to the task's runtime (kernel/sched/cputime.c:
+/// cputime_adjust). In a TCG guest (`machine.host_cores`) there is no steal clock, so the
+/// runtime holds the time the host ran other vCPUs (the `machine.steal_in_runtime` share of
+/// it), shared out in the same proportion; on bare metal the engine's own user and system
+/// time are the runtime.
+fn cputime_adjust(k: &crate::kernel::Kernel, t: &crate::sched::task::Task) -> (f64, f64) {
+    let own = t.user_ns + t.sys_ns;
+    let rtime = t.sum_exec_runtime as f64;
+    if k.host_cores.is_none() || own <= 0.0 || rtime <= own {
+        return (t.user_ns, t.sys_ns);
+    }
+    let scale = (own + k.steal_in_runtime * (rtime - own)) / own;
+    (t.user_ns * scale, t.sys_ns * scale)
 }

@@ -37,7 +37,13 @@ pub struct Machine {
     pub fragmentation: f64,
     /// A virtual machine's vCPUs share this many host cores (None: bare metal): with more
     /// vCPUs busy, each gets that share of every tick (the rest is stolen by the host).
-    pub host_cores: Option<u32>,
+    /// Fractional where measured (`numasim calibrate`: all vCPUs' store rate over one's).
+    pub host_cores: Option<f64>,
+    /// The share of that stolen time the guest counts as the running task's runtime: 1 where
+    /// its sched_clock runs on across the host's preemption (a stable TSC), less where the
+    /// clock is held to the tick (kernel/sched/clock.c, an unstable TSC). Measured by
+    /// `numasim calibrate`; 1 by default.
+    pub steal_in_runtime: f64,
     pub cost: CostProfile,
 }
 

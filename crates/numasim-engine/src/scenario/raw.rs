@@ -43,8 +43,12 @@ pub struct RawMachine {
     pub memory_gib_per_node: Option<PerNode<f64>>,
     pub distances: Option<Vec<Vec<i64>>>,
     pub fragmentation: Option<f64>,
-    pub host_cores: Option<i64>,
+    pub host_cores: Option<f64>,
+    pub steal_in_runtime: Option<f64>,
     pub cost: Option<CostProfile>,
+    /// Where each constant comes from ("spec: ...", "measured: ...", "derived: EXPERIMENT
+    /// ...", "assumed: ..."): documentation, checked but not used by the simulation.
+    pub source: Option<BTreeMap<String, String>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -3,13 +3,14 @@
 use super::profiles::{machine_profile_toml, DEFAULT_MACHINE};
 use super::raw::*;
 use super::{KernelConfig, Machine, RunConfig, Scenario, Sysctl};
-use crate::cost::Interconnect;
+use crate::cost::{Interconnect, COST_KEYS};
 use crate::error::{Error, Result, ScenarioProblem};
 use crate::features::{FeatureSet, FEATURES};
 use crate::mm::huge_memory::{self, ThpConfig, ThpMode};
 use crate::topology::{Topology, MAX_NODES};
 use crate::variants::{mechanism_index, variant_index, Variants, MECHANISMS};
 use crate::workload;
+use std::collections::BTreeMap;
 
 type Problems = Vec<ScenarioProblem>;
 
@@ -124,12 +125,33 @@ fn deep_merge(base: &mut toml::Value, over: toml::Value) {
     }
 }
 
+/// The kinds of `[machine.source]` (issue 28): a datasheet or stated fact, a measurement, a
+/// fit to a named experiment's own runs (its figures are then in-sample), an estimate.
+pub const SOURCE_KINDS: [&str; 4] = ["spec", "measured", "derived", "assumed"];
+const SOURCE_TOP_KEYS: [&str; 8] = ["nodes", "cpus_per_node", "smt", "memory_gib_per_node", "distances", "fragmentation", "host_cores", "steal_in_runtime"];
+
+/// `[machine.source]`: every key a machine or cost constant, every value "KIND: citation".
+fn check_sources(source: Option<&BTreeMap<String, String>>, p: &mut Problems) {
+    for (key, v) in source.into_iter().flatten() {
+        let loc = format!("machine.source.{key}");
+        if !SOURCE_TOP_KEYS.contains(&key.as_str()) && !COST_KEYS.contains(&key.as_str()) {
+            p.push(ScenarioProblem::new(loc, "unknown_key", "not a machine or [machine.cost] constant"));
+            continue;
+        }
+        let kind = v.split(':').next().unwrap_or("").trim();
+        if !SOURCE_KINDS.contains(&kind) || !v.contains(':') {
+            p.push(ScenarioProblem::new(loc, "invalid_value", format!("\"KIND: citation\" with KIND one of {}, got {v:?}", SOURCE_KINDS.join(", "))));
+        }
+    }
+}
+
 fn resolve_machine(raw: Option<RawMachine>, p: &mut Problems) -> Option<Machine> {
     let Some(m) = raw else {
         p.push(ScenarioProblem::new("machine", "invalid_value", "missing [machine]"));
         return None;
     };
     let start = p.len();
+    check_sources(m.source.as_ref(), p);
     let bad = |p: &mut Problems, loc: &str, msg: String| p.push(ScenarioProblem::new(loc, "impossible_topology", msg));
     let nodes = match m.nodes {
         None => {
@@ -215,10 +237,10 @@ fn resolve_machine(raw: Option<RawMachine>, p: &mut Problems) -> Option<Machine>
         p.push(ScenarioProblem::new("machine.fragmentation", "invalid_value", format!("a probability in [0, 1], got {fragmentation}")));
     }
     let host_cores = m.host_cores.and_then(|h| {
-        if (1..=4096).contains(&h) {
-            Some(h as u32)
+        if (1.0..=4096.0).contains(&h) {
+            Some(h)
         } else {
-            p.push(ScenarioProblem::new("machine.host_cores", "invalid_value", format!("the host cores a VM's vCPUs share, 1..=4096, got {h}")));
+            p.push(ScenarioProblem::new("machine.host_cores", "invalid_value", format!("the host cores a VM's vCPUs share, 1..=4096 (fractional: a measured capacity), got {h}")));
             None
         }
     });
@@ -236,7 +258,13 @@ fn resolve_machine(raw: Option<RawMachine>, p: &mut Problems) -> Option<Machine>
         return None;
     }
     let topology = Topology::build(&cpus?, smt as usize, mem?, distances);
-    Some(Machine { name: m.name.or(m.profile).unwrap_or_else(|| "custom".into()), description: m.description.unwrap_or_default(), topology, fragmentation, host_cores, cost: cost? })
+    let steal_in_runtime = m.steal_in_runtime.unwrap_or(1.0);
+    if !(0.0..=1.0).contains(&steal_in_runtime) {
+        p.push(ScenarioProblem::new("machine.steal_in_runtime", "invalid_value", format!("a share in [0, 1], got {steal_in_runtime}")));
+    } else if m.steal_in_runtime.is_some() && host_cores.is_none() {
+        p.push(ScenarioProblem::new("machine.steal_in_runtime", "invalid_value", "only for a VM: give machine.host_cores too"));
+    }
+    Some(Machine { name: m.name.or(m.profile).unwrap_or_else(|| "custom".into()), description: m.description.unwrap_or_default(), topology, fragmentation, host_cores, steal_in_runtime, cost: cost? })
 }
 
 fn check_cost(c: &crate::cost::CostProfile, nodes: usize, p: &mut Problems) {

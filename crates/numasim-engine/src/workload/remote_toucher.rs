@@ -69,7 +69,17 @@ impl RemoteToucherSpec {
         if !(0.0..1e6).contains(&start_s) {
             bad("start_s", format!("must be in [0, 1e6), got {start_s}"));
         }
-        (p.len() == start).then(|| RemoteToucherSpec { kind: w.kind.clone(), size_mib: size_mib as u64, threads: threads as usize, local_threads: local_threads as usize, touch_node, run_node, duration_s, madvise, start_s })
+        (p.len() == start).then(|| RemoteToucherSpec {
+            kind: w.kind.clone(),
+            size_mib: size_mib as u64,
+            threads: threads as usize,
+            local_threads: local_threads as usize,
+            touch_node,
+            run_node,
+            duration_s,
+            madvise,
+            start_s,
+        })
     }
 
     pub fn build(&self, k: &mut Kernel, index: usize) {
