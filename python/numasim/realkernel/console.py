@@ -8,6 +8,7 @@ kernel cut in the middle of is skipped rather than trusted.
 from __future__ import annotations
 
 import json
+import math
 import re
 
 from numasim.realkernel.errors import RealKernelError
@@ -23,7 +24,7 @@ GAUGES = {"numa_hint_faults_local_pct"}
 
 
 # Tags whose fields are kept as one record under the tag's name.
-RECORD_TAGS = ("boot", "begin", "settings", "timeout", "end", "done")
+RECORD_TAGS = ("boot", "clock", "begin", "settings", "timeout", "end", "done")
 
 def _num(v: str):
     try:
@@ -49,11 +50,11 @@ def parse_console(text: str) -> dict:
     "tasks": [{t, w, pid, tid, cpu, node, pref, grp, seq, ...}], "trace": [{ts, event, ...}],
     "skipvma": {reason: n}, "vmas": [{t, w, pid, start, kib, perm, name, n0, n1, ...}],
     "timeout": {...} | None, "end": {...} | None, "panic": str | None, "done": {...} | None}."""
-    out = {"boot": {}, "begin": None, "settings": {}, "vmstat_begin": None, "vmstat_end": None,
+    out = {"boot": {}, "clock": None, "begin": None, "settings": {}, "vmstat_begin": None, "vmstat_end": None,
            "samples": [], "irq": [], "mem": [], "starts": {}, "exits": {}, "calls": [],
            "workload_lines": [], "errors": [], "warnings": [], "timeout": None, "end": None,
            "panic": None, "done": None, "skipped": 0, "tasks": [], "trace": [], "skipvma": {}, "vmas": [],
-           "tracecount": {}}
+           "tracecount": {}, "calibration": {}}
     for raw in text.splitlines():
         line = raw.rstrip("\r")
         if out["panic"] is None and ("Kernel panic" in line or "BUG: kernel NULL" in line):
@@ -113,6 +114,9 @@ def parse_console(text: str) -> dict:
             out["vmas"].append(f)
         elif tag in ("sd", "llc"):
             out.setdefault("topology", []).append({"kind": tag, **f})
+        elif tag == "cal":  # `numaw calibrate`: one or more measurements per line
+            out["calibration"].update({k: v for k, v in f.items()
+                                      if isinstance(v, (int, float)) and math.isfinite(v)})
         elif tag == "tracecount":
             out["tracecount"][str(f.get("event"))] = int(f.get("n", 0))
         elif tag == "skipvma":
@@ -220,6 +224,10 @@ def build_result(p: dict, scenario: dict, source: dict, seed=None) -> Result:
     tasks_series, scan_seq = task_series(p)
     elapsed = float(p["end"].get("elapsed_s", 0))
     end = p["end"]
+    if p.get("clock"):  # the guest's clocksource, and whether it found the TSC unstable
+        source = {**source, "clock": p["clock"]}
+    if p.get("calibration"):  # `numaw calibrate` ran in this boot before the workload
+        source = {**source, "calibration": p["calibration"]}
     if p.get("topology"):  # the guest's sched domains and LLC sharing, as the kernel built them
         source = {**source, "topology": p["topology"]}
     if "runner_user_s" in end:  # the runner's own CPU: it shares the CPUs with the workload

@@ -8,6 +8,7 @@ profile matching V (6.1 -> "6.1", 6.12 -> "6.12", 7.3 -> "7.3").
 
 from __future__ import annotations
 
+import copy
 import json
 import sys
 import time
@@ -53,28 +54,48 @@ def scenario_dict(name_or_path: str, kernel: str, overrides=None) -> dict:
 
 
 def validate(name_or_path: str, kernel: str = "6.12", *, out: Path | None = None, overrides=None,
-             timeout_s: float | None = None, vm_result: Path | None = None, log=None) -> dict:
+             timeout_s: float | None = None, vm_result: Path | None = None, log=None, calibrate: bool = False,
+             costs: Path | None = None) -> dict:
     """Simulate and boot; save sim.json, vm.json, comparison.json (and the console) in `out`."""
     return validate_boots(name_or_path, kernel, out=out, overrides=overrides, timeout_s=timeout_s,
-                          vm_results=[vm_result] if vm_result else None, log=log)[0]
+                          vm_results=[vm_result] if vm_result else None, log=log, calibrate=calibrate,
+                          costs=costs)[0]
 
 
-def validate_boots(name_or_path: str, kernel: str = "6.12", *, boots: int = 1, out: Path | None = None,
-                   overrides=None, timeout_s: float | None = None, vm_results: list | None = None, log=None) -> list:
-    """One simulation (deterministic) against `boots` boots, or against the saved VM results
-    `vm_results`, one comparison each. With more than one, each is saved in out/bootN."""
-    log = log or (lambda m: None)
-    d = scenario_dict(name_or_path, kernel, overrides)
+def _simulate(d: dict, name: str, kernel: str, out: Path, log):
     text = to_toml(d)
     resolved = numasim.resolve(text)
-    name = Path(name_or_path).stem
-    out = Path(out) if out else Path("out") / "validate" / f"{name}-{kernel}"
-    out.mkdir(parents=True, exist_ok=True)
     (out / "scenario.toml").write_text(text)
     t0 = time.monotonic()
     sim = numasim.run(text)
     log(f"simulated {name} ({choice(kernel).profile} profile) in {time.monotonic() - t0:.1f} s")
     sim.save(out / "sim.json")
+    return sim, resolved
+
+
+def validate_boots(name_or_path: str, kernel: str = "6.12", *, boots: int = 1, out: Path | None = None,
+                   overrides=None, timeout_s: float | None = None, vm_results: list | None = None, log=None,
+                   calibrate: bool = False, costs: Path | None = None) -> list:
+    """One simulation (deterministic) against `boots` boots, or against the saved VM results
+    `vm_results`, one comparison each. With more than one, each is saved in out/bootN.
+    `costs`: simulate with the VM costs measured by `numasim calibrate` (its profile or .json).
+    `calibrate`: measure them in each boot before the workload (`numaw calibrate`) and simulate
+    each boot with its own (bootN/sim.json)."""
+    from numasim.realkernel import calibrate as calmod
+
+    log = log or (lambda m: None)
+    d = scenario_dict(name_or_path, kernel, overrides)
+    if costs:
+        calmod.apply(d, calmod.load_costs(costs))
+    name = Path(name_or_path).stem
+    out = Path(out) if out else Path("out") / "validate" / f"{name}-{kernel}"
+    out.mkdir(parents=True, exist_ok=True)
+    if calibrate:
+        resolved = numasim.resolve(to_toml(d))
+        (out / "scenario.toml").write_text(to_toml(d))
+        sim = None
+    else:
+        sim, resolved = _simulate(d, name, kernel, out, log)
     runs = list(vm_results) if vm_results else [None] * boots
     cmps = []
     for i, vm_result in enumerate(runs):
@@ -82,11 +103,19 @@ def validate_boots(name_or_path: str, kernel: str = "6.12", *, boots: int = 1, o
         dest.mkdir(parents=True, exist_ok=True)
         if len(runs) > 1:
             log(f"boot {i + 1} of {len(runs)}")
-        cmps.append(_one_vm(sim, resolved, name, kernel, dest, vm_result, timeout_s, log))
+        vm = _vm_result(resolved, kernel, dest, vm_result, timeout_s, log, calibrate)
+        boot_sim = sim
+        if calibrate:
+            cal = vm.raw.get("source", {}).get("calibration")
+            if not cal:
+                raise RealKernelError(f"--calibrate: the VM result of boot {i + 1} has no calibration "
+                                      "(it was run without `numaw calibrate`)")
+            boot_sim, _ = _simulate(calmod.apply(copy.deepcopy(d), cal), name, kernel, dest, log)
+        cmps.append(_compare(boot_sim, vm, name, kernel, dest, timed=bool(calibrate or costs)))
     return cmps
 
 
-def _one_vm(sim, resolved: dict, name: str, kernel: str, out: Path, vm_result, timeout_s, log) -> dict:
+def _vm_result(resolved: dict, kernel: str, out: Path, vm_result, timeout_s, log, calibrate: bool):
     if vm_result and str(vm_result).endswith((".log", ".console")):  # re-read a saved console log
         from numasim.realkernel.console import build_result, parse_console
 
@@ -99,9 +128,13 @@ def _one_vm(sim, resolved: dict, name: str, kernel: str, out: Path, vm_result, t
     else:
         from numasim.realkernel.vm import run_vm
 
-        vm = run_vm(resolved, kernel, timeout_s=timeout_s, workdir=out / "vm", log=log)
+        vm = run_vm(resolved, kernel, timeout_s=timeout_s, workdir=out / "vm", log=log, calibrate=calibrate)
     vm.save(out / "vm.json")
-    cmp = cmpmod.compare(sim, vm)
+    return vm
+
+
+def _compare(sim, vm, name: str, kernel: str, out: Path, timed: bool = False) -> dict:
+    cmp = cmpmod.compare(sim, vm, timed=timed)
     cmp.update({"scenario": name, "kernel": kernel, "profile": choice(kernel).profile,
                 "vm_kernel": vm.raw.get("source", {}).get("kernel"), "out": str(out),
                 "vm_warnings": vm.raw.get("source", {}).get("warnings", [])})
@@ -125,6 +158,8 @@ def cmd_validate(args) -> int:
     overrides = [parse_set(s) for s in args.set or []]
     log = (lambda m: print(m, file=sys.stderr, flush=True)) if not args.quiet else None
     kernels = args.kernel or ["6.12"]
+    if args.calibrate and args.costs:
+        raise UsageError("--calibrate measures the costs in each boot; --costs takes them from a file: give one")
     if args.boots < 1:
         raise UsageError(f"--boots must be at least 1, got {args.boots}")
     vm_results = args.vm_result or []
@@ -135,7 +170,8 @@ def cmd_validate(args) -> int:
     for k in kernels:
         out = Path(args.out) / f"{Path(args.scenario).stem}-{k}" if args.out else None
         cmps = validate_boots(args.scenario, k, boots=args.boots, out=out, overrides=overrides,
-                              timeout_s=args.timeout, vm_results=vm_results or None, log=log)
+                              timeout_s=args.timeout, vm_results=vm_results or None, log=log,
+                              calibrate=args.calibrate, costs=args.costs)
         for cmp in cmps:
             if not args.json:
                 print(f"{cmp['scenario']} on {cmp['vm_kernel']} (simulated with the {cmp['profile']} profile); "
@@ -189,11 +225,19 @@ def register(subparsers, command) -> None:
     sp.add_argument("--vm-result", metavar="PATH", action="append",
                     help="reuse a saved VM result (.json) or console log (.log) instead of booting "
                          "(repeatable: several boots of one kernel)")
+    sp.add_argument("--calibrate", action="store_true",
+                    help="run `numaw calibrate` in each boot before the workload and simulate each boot with "
+                         "the costs it measured (bootN/sim.json)")
+    sp.add_argument("--costs", metavar="FILE",
+                    help="simulate with the VM costs of a profile written by `numasim calibrate` (or its .json)")
     sp.add_argument("--json", action="store_true", help="print the comparison as JSON")
     sp.add_argument("--strict", action="store_true",
                     help="exit 1 when a checked metric is outside ±25%% (with several boots: in a majority of them)")
     sp.add_argument("--quiet", "-q", action="store_true", help="no progress messages")
     register_hostrun(subparsers, command)
+    from numasim.realkernel import calibrate
+
+    calibrate.register(subparsers, command)
 
 
 def register_hostrun(subparsers, command) -> None:

@@ -40,7 +40,20 @@ mount -t sysfs sysfs /sys
 mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
 mount -t tmpfs tmpfs /tmp
 echo "@nsw boot uptime=$(cut -d' ' -f1 /proc/uptime) release=$(uname -r)"
+# the guest's clock: with a stable TSC, sched_clock (and so a task's runtime) runs on while the
+# host runs other vCPUs; where the TSC was marked unstable it is held to the tick
+echo "@nsw clock source=$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null) tsc_unstable=$(dmesg | grep -c -i 'tsc.*unstable')"
 . /config
+# `numasim calibrate` / `validate --calibrate`: the kernel paths' costs on this boot, measured
+# before the scenario's settings are written (calibrate sets back what it changes)
+if [ "$CALIBRATE" = 1 ]; then
+    /bin/numaw calibrate > /tmp/cal.out 2>&1 || echo "@nsw warn calibrate_rc=$?" >> /tmp/cal.out
+    cat /tmp/cal.out
+fi
+if [ "$RUN" = 0 ]; then
+    echo "@nsw done rc=0"
+    poweroff -f
+fi
 put() {
     if [ -e "$1" ]; then
         echo "$2" > "$1" 2>/dev/null || echo "@nsw warn write=$1 value=$2 failed"
@@ -195,7 +208,7 @@ def trace_filter(spec_lines: list) -> str:
 
 
 def config_text(settings: dict, interval_ms: int, max_s: float, comms: str = "pid == 0", mem_ms: int | None = None,
-                maps_ms: int | None = None) -> str:
+                maps_ms: int | None = None, calibrate: bool = False, run: bool = True) -> str:
     mthp = " ".join(f"{kb}:{v}" for kb, v in sorted(settings.get("mthp", {}).items()))
     lines = {
         "NUMA_BALANCING": settings["numa_balancing"],
@@ -210,13 +223,16 @@ def config_text(settings: dict, interval_ms: int, max_s: float, comms: str = "pi
         "MAPS_MS": int(maps_ms or mem_ms or interval_ms),
         "MAX_S": f"{max_s:.1f}",
         "WORKLOAD_COMMS": "'" + comms.replace("'", "") + "'",
+        "CALIBRATE": int(calibrate),
+        "RUN": int(run),
     }
     return "".join(f"{k}={v}\n" for k, v in lines.items())
 
 
 def build_initramfs(out: Path, spec_lines: list, settings: dict, interval_ms: int = 100,
                     max_s: float = 300.0, numaw: Path | None = None, busybox: Path | None = None,
-                    mem_ms: int | None = None, maps_ms: int | None = None) -> Path:
+                    mem_ms: int | None = None, maps_ms: int | None = None, calibrate: bool = False,
+                    run: bool = True) -> Path:
     """Write a gzip'd newc cpio with /init, /config, /scenario.txt, /bin/busybox, /bin/numaw
     (the archive is made by `busybox cpio`: the host needs no cpio)."""
     numaw = numaw or numaw_path()
@@ -230,7 +246,8 @@ def build_initramfs(out: Path, spec_lines: list, settings: dict, interval_ms: in
         os.symlink("busybox", root / "bin" / "sh")
         (root / "init").write_text(INIT)
         (root / "init").chmod(0o755)
-        (root / "config").write_text(config_text(settings, interval_ms, max_s, trace_filter(spec_lines), mem_ms, maps_ms))
+        (root / "config").write_text(config_text(settings, interval_ms, max_s, trace_filter(spec_lines), mem_ms, maps_ms,
+                                                   calibrate, run))
         (root / "scenario.txt").write_text("\n".join(spec_lines) + "\n")
         names = []
         for dirpath, dirnames, filenames in os.walk(root):
@@ -320,17 +337,41 @@ def expected_run_s(resolved: dict) -> float:
     return max(30.0, 3 * t)
 
 
-def run_vm(resolved: dict, kernel: str = "6.12", *, timeout_s: float | None = None, workdir: Path | None = None,
-           vmlinuz: Path | None = None, kernel_info: dict | None = None, log=None):
-    """Boot kernel `kernel` with the scenario's topology, run its workloads, return a Result
-    (source = {"kind": "qemu", ...}). The console log is kept in workdir/console.log."""
-    log = log or (lambda m: None)
-    qv = qemu_version()
+CALIBRATE_S = 150.0  # wall seconds `numaw calibrate` may take under TCG (~20-40 s measured)
+
+
+def _kernel_image(kernel: str, vmlinuz, kernel_info, log):
     if vmlinuz is None:
         info = fetch_kernel(kernel, log=log)
-        vmlinuz = Path(info["vmlinuz"])
-    else:
-        info = kernel_info or {"release": Path(vmlinuz).name, "package": "custom", "version": "?"}
+        return Path(info["vmlinuz"]), info
+    return Path(vmlinuz), kernel_info or {"release": Path(vmlinuz).name, "package": "custom", "version": "?"}
+
+
+def _boot_with_retries(cmd: list, workdir: Path, timeout_s: float, log) -> tuple:
+    """Boot; a guest that panics before init runs is booted again. (text, wall_s, parsed, retries)"""
+    # MTTCG occasionally breaks the kernel's live code patching during boot (an "Oops: int3" in
+    # a timer interrupt before init runs): such a boot is retried; a panic after init is an error.
+    retries = []
+    for attempt in range(BOOT_ATTEMPTS):
+        text, wall = boot(cmd, workdir / "console.log", timeout_s, log)
+        parsed = parse_console(text)
+        if not (parsed["panic"] and parsed["begin"] is None and not parsed["calibration"]) \
+                or attempt == BOOT_ATTEMPTS - 1:
+            break
+        retries.append(parsed["panic"])
+        (workdir / f"console.boot{attempt + 1}-panic.log").write_text(text)
+        log(f"the guest panicked while booting ({parsed['panic'].strip()}); booting again")
+    return text, wall, parsed, retries
+
+
+def run_vm(resolved: dict, kernel: str = "6.12", *, timeout_s: float | None = None, workdir: Path | None = None,
+           vmlinuz: Path | None = None, kernel_info: dict | None = None, log=None, calibrate: bool = False):
+    """Boot kernel `kernel` with the scenario's topology, run its workloads, return a Result
+    (source = {"kind": "qemu", ...}). The console log is kept in workdir/console.log. With
+    `calibrate`, `numaw calibrate` runs first in the same boot (source.calibration)."""
+    log = log or (lambda m: None)
+    qv = qemu_version()
+    vmlinuz, info = _kernel_image(kernel, vmlinuz, kernel_info, log)
     topo = specmod.topology(resolved)
     lines = specmod.workload_lines(resolved)
     settings = specmod.kernel_settings(resolved)
@@ -338,29 +379,22 @@ def run_vm(resolved: dict, kernel: str = "6.12", *, timeout_s: float | None = No
         log(f"note: the scenario's HZ={settings['hz']}, Debian kernels use 250")
     run_s = expected_run_s(resolved)
     max_s = min(float(resolved.get("run", {}).get("max_sim_s", 7200)), run_s * 3)
-    timeout_s = timeout_s or (90 + 3 * max_s)
+    timeout_s = timeout_s or (90 + 3 * max_s + (CALIBRATE_S if calibrate else 0))
     interval, mem_ms, maps_ms = specmod.sample_intervals(resolved)
     workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="numasim-vm-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    initrd = build_initramfs(workdir / "initrd.img", lines, settings, interval, max_s, mem_ms=mem_ms, maps_ms=maps_ms)
+    initrd = build_initramfs(workdir / "initrd.img", lines, settings, interval, max_s, mem_ms=mem_ms, maps_ms=maps_ms,
+                             calibrate=calibrate)
     cmd = qemu_command(topo, vmlinuz, initrd)
     (workdir / "qemu.cmd").write_text(" ".join(cmd) + "\n")
     log(f"booting {info.get('release')} ({topo['nodes']} nodes x {topo['cpus_per_node']} CPUs, TCG), "
         f"time limit {timeout_s:.0f} s")
-    # MTTCG occasionally breaks the kernel's live code patching during boot (an "Oops: int3" in
-    # a timer interrupt before init runs): such a boot is retried; a panic after init is an error.
-    retries = []
-    for attempt in range(BOOT_ATTEMPTS):
-        text, wall = boot(cmd, workdir / "console.log", timeout_s, log)
-        parsed = parse_console(text)
-        if not (parsed["panic"] and parsed["begin"] is None) or attempt == BOOT_ATTEMPTS - 1:
-            break
-        retries.append(parsed["panic"])
-        (workdir / f"console.boot{attempt + 1}-panic.log").write_text(text)
-        log(f"the guest panicked while booting ({parsed['panic'].strip()}); booting again")
+    text, wall, parsed, retries = _boot_with_retries(cmd, workdir, timeout_s, log)
     if parsed["done"] is None and parsed["end"] is None and parsed["panic"] is None:
         tail = " | ".join(text.strip().splitlines()[-3:])
         raise RealKernelError(f"the guest stopped without finishing the run; console {workdir / 'console.log'}: {tail}")
+    if calibrate and not parsed["calibration"]:
+        raise RealKernelError(f"`numaw calibrate` printed no measurement; console {workdir / 'console.log'}")
     source = {"kind": "qemu", "kernel": info.get("release"), "package": info.get("package"),
               "package_version": info.get("version"), "kernel_choice": kernel, "accel": "tcg",
               "qemu": qv, "wall_s": round(wall, 3), "boot_uptime_s": parsed["boot"].get("uptime"),
@@ -372,4 +406,28 @@ def run_vm(resolved: dict, kernel: str = "6.12", *, timeout_s: float | None = No
         raise RealKernelError(f"{exc.msg} (console: {workdir / 'console.log'})") from None
 
 
-__all__ = ["run_vm", "build_initramfs", "qemu_command", "boot", "numaw_path", "busybox_path", "choice", "cache_root"]
+def calibrate_vm(resolved: dict, kernel: str = "6.12", *, timeout_s: float | None = None,
+                 workdir: Path | None = None, log=None) -> dict:
+    """Boot kernel `kernel` with the scenario's topology and run only `numaw calibrate`:
+    {"calibration": {name: value}, "kernel": release, "qemu": ..., "wall_s": ..., "warnings": [...]}."""
+    log = log or (lambda m: None)
+    qv = qemu_version()
+    vmlinuz, info = _kernel_image(kernel, None, None, log)
+    topo = specmod.topology(resolved)
+    workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="numasim-cal-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    initrd = build_initramfs(workdir / "initrd.img", [], specmod.kernel_settings(resolved), calibrate=True, run=False)
+    cmd = qemu_command(topo, vmlinuz, initrd)
+    timeout_s = timeout_s or (90 + CALIBRATE_S)
+    log(f"booting {info.get('release')} to calibrate ({topo['nodes']} nodes x {topo['cpus_per_node']} CPUs, TCG), "
+        f"time limit {timeout_s:.0f} s")
+    text, wall, parsed, _ = _boot_with_retries(cmd, workdir, timeout_s, log)
+    cal = parsed["calibration"]
+    if parsed["done"] is None or not cal or "wall_s" not in cal:
+        tail = " | ".join(text.strip().splitlines()[-3:])
+        raise RealKernelError(f"`numaw calibrate` did not finish; console {workdir / 'console.log'}: {tail}")
+    return {"calibration": cal, "kernel": info.get("release"), "kernel_choice": kernel, "qemu": qv,
+            "wall_s": round(wall, 3), "warnings": parsed["warnings"], "console": str(workdir / "console.log")}
+
+
+__all__ = ["run_vm", "calibrate_vm", "build_initramfs", "qemu_command", "boot", "numaw_path", "busybox_path", "choice", "cache_root"]

@@ -9,7 +9,8 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: numaw KIND key=value ...   (KIND: numa01[_THREAD_ALLOC], numa02[_SMT][_HARD_BIND|_INVERSE_BIND],\n"
 			"                                   remote_toucher, pmbench, memory_eater, migratepages, move_pages)\n"
-			"       numaw run SPEC [interval_ms=N] [max_s=S]\n");
+			"       numaw run SPEC [interval_ms=N] [max_s=S]\n"
+			"       numaw calibrate [size_mib=32] [reps=3] [hint_s=4 (0: skip)] [flush_iters=2000]\n");
 }
 
 int main(int argc, char **argv)
@@ -22,6 +23,8 @@ int main(int argc, char **argv)
 	prctl(PR_SET_NAME, kind, 0, 0, 0);
 	if (!strcmp(kind, "run"))
 		return main_run(argc - 2, argv + 2);
+	if (!strcmp(kind, "calibrate"))
+		return main_calibrate(argc - 2, argv + 2);
 	if (!strncmp(kind, "numa01", 6) || !strncmp(kind, "numa02", 6))
 		return main_autonuma(kind, argc - 2, argv + 2);
 	if (!strcmp(kind, "remote_toucher"))

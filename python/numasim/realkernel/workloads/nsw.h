@@ -86,5 +86,6 @@ int main_memory_eater(int argc, char **argv);
 int main_migratepages(int argc, char **argv);
 int main_move_pages(int argc, char **argv);
 int main_run(int argc, char **argv);
+int main_calibrate(int argc, char **argv);
 
 #endif
