@@ -382,6 +382,11 @@ def test_across_boots_counts_agreement_per_metric():
     r = s["rows"][0]
     assert (r["vm"], r["agree"], r["of"], r["majority"], s["ok"]) == ([5.5, 9.0, 4.5], 2, 3, True, True)
     assert not compare.across_boots([cmp(9.0, False), cmp(5.5, True)])["ok"]  # 1 of 2 is no majority
+    # validate --calibrate simulates each boot with its own costs: the sims are listed per boot
+    own = [cmp(5.5, True), cmp(9.0, False)]
+    own[1]["rows"][0]["sim"] = 6.0
+    r = compare.across_boots(own)["rows"][0]
+    assert r["sim"] == [5.0, 6.0] and "5.000, 6.000" in compare.boots_table(compare.across_boots(own))
 
 
 @pytest.mark.parametrize("extra, message", [

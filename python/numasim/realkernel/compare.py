@@ -179,11 +179,15 @@ def across_boots(cmps: list) -> dict:
                 continue
             if r["metric"] not in rows:
                 order.append(r["metric"])
-                rows[r["metric"]] = {"metric": r["metric"], "sim": r["sim"], "vm": [None] * len(cmps), "agree": 0}
+                rows[r["metric"]] = {"metric": r["metric"], "sim": [None] * len(cmps), "vm": [None] * len(cmps),
+                                     "agree": 0}
+            rows[r["metric"]]["sim"][i] = r["sim"]
             rows[r["metric"]]["vm"][i] = r["vm"]
             rows[r["metric"]]["agree"] += 1 if r["ok"] else 0
     out = [rows[m] for m in order]
-    for r in out:
+    for r in out:  # one simulation for all boots, or (validate --calibrate) one per boot
+        if len({repr(x) for x in r["sim"]}) == 1:
+            r["sim"] = r["sim"][0]
         r["of"] = sum(v is not None for v in r["vm"])
         r["majority"] = 2 * r["agree"] > r["of"]
     return {"boots": len(cmps), "rows": out, "ok": bool(out) and all(r["majority"] for r in out)}
@@ -191,6 +195,7 @@ def across_boots(cmps: list) -> dict:
 
 def boots_table(summary: dict) -> str:
     head = ["metric", "sim", "vm per boot", "agree"]
-    rows = [[r["metric"], _fmt(r["sim"]), ", ".join(_fmt(v) for v in r["vm"]), f"{r['agree']} of {r['of']}"]
+    sim = lambda v: ", ".join(_fmt(x) for x in v) if isinstance(v, list) else _fmt(v)  # noqa: E731
+    rows = [[r["metric"], sim(r["sim"]), ", ".join(_fmt(v) for v in r["vm"]), f"{r['agree']} of {r['of']}"]
             for r in summary["rows"]]
     return _columns(head, rows)
