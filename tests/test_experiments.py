@@ -9,7 +9,7 @@ from numasim.experiments.registry import ExperimentResult, Row
 
 from conftest import SMALL_OVERRIDES, numasim_cli, one_json_object
 
-ROW_KEYS = {"metric", "values", "check", "ok"}
+ROW_KEYS = {"metric", "values", "check", "ok", "kind"}
 
 
 def check_shape(obj, name, columns):

@@ -34,7 +34,7 @@ class Small(Experiment):
         return [
             Row("elapsed_s", {c: r.elapsed_s for c, r in res.items()}, reference={"off": 0.25, "on": 0.20}),
             Row("numa_hint_faults", faults, reference={"on": 16384}, check="on > 0", ok=faults["on"] > 0),
-            Row("seed", {"on": res["on"].seed}, check="seed is odd", ok=res["on"].seed % 2 == 1),
+            Row("seed", {"on": res["on"].seed}, check="seed is odd", ok=res["on"].seed % 2 == 1, kind="invariant"),
             Row("plain", {"on": 1.0}),
         ]
 
@@ -44,7 +44,8 @@ class Failing(Small):
     description = "a check that cannot hold"
 
     def evaluate(self, outcomes):
-        return [Row("impossible", {"on": 1.0}, reference={"on": 2.0}, check="== 2", ok=False)]
+        return [Row("impossible", {"on": 1.0}, reference={"on": 2.0}, check="== 2", ok=False),
+                Row("far", {"on": 5.0}, reference={"on": 2.0}, check="> 0", ok=True)]
 
 
 @pytest.fixture
@@ -76,13 +77,27 @@ def test_reproduce_all_table_and_summary(small_registry, capsys):
     assert [x[1] for x in el] == ["off", "on"] and len(el[1]) == 5  # no check: no tolerance
     assert el[1][4] == f"{100 * (float(el[1][2]) - 0.2) / 0.2:+.1f}%"
     assert "plain measurement rows not shown" in out and "\nplain " not in out
-    assert out.rstrip().endswith("reproduce all: 1 of 2 experiments hold their tolerance (2 of 3 checks)")
+    # a magnitude more than 2x off says so, though its claim holds
+    far = next(l for l in out.splitlines() if l.startswith("far"))
+    assert far.split() == ["far", "on", "5.000", "2.000", "+150.0%", ">2x", ">", "0", "ok"]
+    seed = next(l for l in out.splitlines() if l.startswith("seed"))
+    assert seed.rstrip().endswith("ok (invariant)")
+    # claims counted apart from invariants and magnitudes
+    last = out.rstrip().splitlines()[-1]
+    assert last.startswith("reproduce all: 1 of 2 experiments hold their tolerance (2 of 3 claims; 1 of 1 "
+                           "invariants; 4 of 5 referenced magnitudes within 2x, "), last
 
 
 def test_reproduce_all_json_and_strict(small_registry, capsys):
     assert main(["reproduce", "all", "--json", "--strict", "--jobs", "1"]) == 1  # 'failing' fails
     d = json.loads(capsys.readouterr().out)
-    assert d["summary"] == {"experiments": 2, "experiments_hold": 1, "checks": 3, "checks_hold": 2}
+    n = d["summary"]
+    assert {k: n[k] for k in ("experiments", "experiments_hold", "checks", "checks_hold", "invariants",
+                              "invariants_hold", "magnitudes", "magnitudes_within_2x")} == \
+        {"experiments": 2, "experiments_hold": 1, "checks": 3, "checks_hold": 2, "invariants": 1,
+         "invariants_hold": 1, "magnitudes": 5, "magnitudes_within_2x": 4}
+    kinds = {r["metric"]: r["kind"] for e in d["experiments"] for r in e["rows"]}
+    assert (kinds["seed"], kinds["numa_hint_faults"], kinds["plain"]) == ("invariant", "claim", "")
     small = next(e for e in d["experiments"] if e["experiment"] == "small")
     assert small["rows"][1]["rel_error"] == {"on": 0.0}
 

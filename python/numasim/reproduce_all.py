@@ -18,6 +18,16 @@ def _pct(x) -> str:
     return "-" if x is None else f"{100 * x:+.1f}%"
 
 
+def _err(v, ref, e) -> str:
+    """The relative error, and ">2x" where the simulated magnitude is more than a factor 2
+    from the changelog's, whatever the row's check says."""
+    out = _pct(e)
+    num = isinstance(v, (int, float)) and not isinstance(v, bool) and isinstance(ref, (int, float))
+    if num and ref and (v == 0 or (v > 0) != (ref > 0) or not 0.5 <= v / ref <= 2.0):
+        out += " >2x"
+    return out
+
+
 def lines_of(res) -> list:
     """[(metric, column, simulated, reference, rel_error, tolerance, verdict)] of one
     ExperimentResult: a line per referenced (metric, column), and a line per column of a
@@ -26,6 +36,8 @@ def lines_of(res) -> list:
     out = []
     for r in res.rows:
         verdict = ("ok" if r.ok else "FAIL") if r.check else ""
+        if r.check_kind == "invariant":
+            verdict += " (invariant)"
         if r.reference:
             err = r.rel_error()
             for i, (c, ref) in enumerate(r.reference.items()):  # the row's check once, on its first line
@@ -41,7 +53,7 @@ def lines_of(res) -> list:
 
 def table(res) -> str:
     head = ["metric", "column", "simulated", "changelog", "rel. error", "tolerance", "ok"]
-    rows = [[m, c, _fmt(v), _fmt(ref) if ref is not None else "", _pct(e) if ref is not None else "", tol, ok]
+    rows = [[m, c, _fmt(v), _fmt(ref) if ref is not None else "", _err(v, ref, e) if ref is not None else "", tol, ok]
             for m, c, v, ref, e, tol, ok in lines_of(res)]
     widths = [max(len(str(x[i])) for x in [head, *rows]) for i in range(len(head))]
     fmt = "  ".join("{:<%d}" % w for w in widths)
@@ -56,19 +68,35 @@ def table(res) -> str:
 
 
 def counts(results: list) -> dict:
-    checks = [r for res in results for r in res.rows if r.check]
+    """Experiments that hold; claims (a source's direction or tolerance: "checks" counts only
+    these), invariants (cannot fail without a bug) and referenced magnitudes, kept apart."""
+    rows = [r for res in results for r in res.rows]
+    claims = [r for r in rows if r.check_kind == "claim"]
+    invariants = [r for r in rows if r.check_kind == "invariant"]
+    ratios = [x for r in rows for x in r.magnitudes().values()]
     return {
         "experiments": len(results),
         "experiments_hold": sum(1 for res in results if res.passed),
-        "checks": len(checks),
-        "checks_hold": sum(1 for r in checks if r.ok),
+        "checks": len(claims),
+        "checks_hold": sum(1 for r in claims if r.ok),
+        "invariants": len(invariants),
+        "invariants_hold": sum(1 for r in invariants if r.ok),
+        "magnitudes": len(ratios),
+        "magnitudes_within_25pct": sum(1 for x in ratios if 0.75 <= x <= 1.25),
+        "magnitudes_within_2x": sum(1 for x in ratios if 0.5 <= x <= 2.0),
     }
 
 
 def summary_line(results: list) -> str:
     n = counts(results)
-    return (f"reproduce all: {n['experiments_hold']} of {n['experiments']} experiments hold their "
-            f"tolerance ({n['checks_hold']} of {n['checks']} checks)")
+    line = (f"reproduce all: {n['experiments_hold']} of {n['experiments']} experiments hold their "
+            f"tolerance ({n['checks_hold']} of {n['checks']} claims")
+    if n["invariants"]:
+        line += f"; {n['invariants_hold']} of {n['invariants']} invariants"
+    if n["magnitudes"]:
+        line += (f"; {n['magnitudes_within_2x']} of {n['magnitudes']} referenced magnitudes within 2x, "
+                 f"{n['magnitudes_within_25pct']} within ±25%")
+    return line + ")"
 
 
 def run_all(max_workers: int = 2, overrides=None, on_start=None, on_done=None, status=None) -> list:
@@ -120,7 +148,7 @@ def experiment_iterations(exp, iterations: int, max_workers: int = 2, overrides=
         if check:
             check += f" [mean of {iterations} seeds; held in {held} of {len(same)}]"
         rows.append(Row(row.metric, values, reference=dict(row.reference), check=check,
-                        ok=held == len(same) == iterations))
+                        ok=held == len(same) == iterations, kind=row.kind))
     return ExperimentResult(f"{exp.name} x{iterations}", list(runs[0].columns), rows)
 
 

@@ -102,7 +102,7 @@ class AutonumaBalancing(Experiment):
 
         faults = int(off.counters["numa_hint_faults"]) if off else None
         rows.append(Row("numa02 off: zero hint faults", {"off": faults},
-                        check="numa_hint_faults == 0", ok=faults == 0))
+                        check="numa_hint_faults == 0", ok=faults == 0, kind="invariant"))
 
         if off and hard_off and inv_off:
             e = off.elapsed_s
@@ -126,7 +126,7 @@ class AutonumaBalancing(Experiment):
         rows.append(Row("every run: invariants hold", broken,
                         check="runs violating = 0 (local ≤ faults, migrated ≤ pgmigrate_success, "
                         "monotonic series, memory ≤ capacity)"
-                        + first, ok=not any(broken.values())))
+                        + first, ok=not any(broken.values()), kind="invariant"))
 
         done, errors = {c: 0 for c in COLUMNS}, ""
         for (t, c), o in outcomes.items():
@@ -138,5 +138,5 @@ class AutonumaBalancing(Experiment):
                 errors = errors or f"; first: {t} {c}: hit run.max_sim_s"
         rows.append(Row("every test completes", done,
                         check=f"tests finished = {len(TESTS)} per column" + errors,
-                        ok=all(v == len(TESTS) for v in done.values())))
+                        ok=all(v == len(TESTS) for v in done.values()), kind="invariant"))
         return rows

@@ -153,6 +153,6 @@ class KvmPinned(Experiment):
 
     def evaluate(self, outcomes: dict) -> list:
         rows = build_rows({k: o.result for k, o in outcomes.items()})
-        rows += [Row(f"run {label} {c} failed", {}, check=o.error, ok=False)
+        rows += [Row(f"run {label} {c} failed", {}, check=o.error, ok=False, kind="invariant")
                  for (label, c), o in outcomes.items() if o.error]
         return rows

@@ -158,7 +158,7 @@ def pmd_rows(r) -> list:
             ok=r is not None and huge > 0 and 0 <= base <= pte / 100),
         Row(f"{PMD} {PMD_TEST} hint faults ≤ PMDs + base pages protected", {"patched": hint},
             check=f"0 < numa_hint_faults ≤ numa_huge_pte_updates ({h}) + base pages",
-            ok=r is not None and 0 < hint <= huge + max(base, 0)),
+            ok=r is not None and 0 < hint <= huge + max(base, 0), kind="invariant"),
     ]
 
 
@@ -174,6 +174,6 @@ class MthpNuma(Experiment):
 
     def evaluate(self, outcomes: dict) -> list:
         rows = build_rows({k: o.result for k, o in outcomes.items()})
-        rows += [Row(f"run {s} {t} {c} failed", {}, check=o.error, ok=False)
+        rows += [Row(f"run {s} {t} {c} failed", {}, check=o.error, ok=False, kind="invariant")
                  for (s, t, c), o in outcomes.items() if o.error]
         return rows

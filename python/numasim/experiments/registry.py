@@ -17,6 +17,29 @@ class Row:
     reference: dict = field(default_factory=dict)  # column -> published number
     check: str = ""  # the tolerance rule in words; "" for plain measurements
     ok: bool = True
+    # "invariant": a check that cannot fail without a bug (counter identities, a run that
+    # completes, no hint fault with balancing off); any other check is a claim, a direction or
+    # tolerance a source states. Referenced numbers are magnitudes (`magnitudes()`).
+    kind: str = ""
+
+    @property
+    def check_kind(self) -> str:
+        """"invariant", "claim", or "" (a plain measurement)."""
+        if not self.check:
+            return ""
+        return "invariant" if self.kind == "invariant" else "claim"
+
+    def magnitudes(self) -> dict:
+        """{column: simulated / reference} for every referenced number with a nonzero
+        reference (a magnitude: its error counts whatever the row's check says)."""
+        out = {}
+        for c, ref in self.reference.items():
+            v = self.values.get(c)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not isinstance(ref, (int, float)):
+                continue
+            if ref != 0 and (v > 0) == (ref > 0) and v != 0:
+                out[c] = v / ref
+        return out
 
     def rel_error(self) -> dict:
         """{column: (simulated - reference) / |reference|} where both exist and the
@@ -31,7 +54,8 @@ class Row:
         return out
 
     def to_dict(self) -> dict:
-        d = {"metric": self.metric, "values": self.values, "check": self.check, "ok": self.ok}
+        d = {"metric": self.metric, "values": self.values, "check": self.check, "ok": self.ok,
+             "kind": self.check_kind}
         if self.reference:
             d["reference"] = self.reference
             d["rel_error"] = self.rel_error()

@@ -180,4 +180,4 @@ class MigrateBatch(Experiment):
 
 
 def _errors(outcomes: dict) -> list:
-    return [Row(f"run {k} failed", {}, check=o.error, ok=False) for k, o in outcomes.items() if o.error]
+    return [Row(f"run {k} failed", {}, check=o.error, ok=False, kind="invariant") for k, o in outcomes.items() if o.error]

@@ -266,7 +266,7 @@ class VmaFlagsGrouping(Experiment):
         for c in COLUMNS:
             results[XFS, c] = amean([o.result for k, o in outcomes.items() if k[0] == XFS and k[1] == c])
         rows = build_rows(results)
-        rows += [Row(f"run {' '.join(map(str, k))} failed", {}, check=o.error, ok=False)
+        rows += [Row(f"run {' '.join(map(str, k))} failed", {}, check=o.error, ok=False, kind="invariant")
                  for k, o in outcomes.items() if o.error]
         return rows
 
