@@ -149,15 +149,11 @@ def cost_overrides(cal: dict, nodes: int) -> list:
 
 def apply(d: dict, cal: dict) -> dict:
     """The scenario dict `d` with its VM costs replaced by the measured ones."""
+    from numasim.scenario import apply_overrides
+
     m = d.setdefault("machine", {})
     nodes = int(m.get("nodes") or len(m.get("distances") or []) or 2)
-    for key, v in cost_overrides(cal, nodes):
-        parts = key.split(".")
-        t = d
-        for p in parts[:-1]:
-            t = t.setdefault(p, {})
-        t[parts[-1]] = v
-    return d
+    return apply_overrides(d, cost_overrides(cal, nodes))
 
 
 def _toml_value(v) -> str:

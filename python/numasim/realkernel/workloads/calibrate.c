@@ -227,8 +227,6 @@ struct touches {
 
 /* store one byte in every page of `p` for `secs`, timing every store: those slower than
  * `thresh_ns` took a NUMA hint fault, or a timer interrupt, or the host preempted them. */
-static long vm_counter(const char *name);
-
 static struct touches touch_for(char *p, size_t bytes, double secs, double thresh_ns, long h0, long want)
 {
 	size_t cap = 1 << 20, nslow = 0, nall = 0, acap = 1 << 16;
