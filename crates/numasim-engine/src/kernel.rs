@@ -38,6 +38,8 @@ pub struct SimEvents {
     pub pte_updates: u64,
     pub hint_faults: u64,
     pub migrations: u64,
+    /// Faults that met another thread's fault on the same page (mm/fault_race.rs).
+    pub fault_races: u64,
 }
 
 /// RNG stream of the allocator's fragmentation draws (see simulation.rs for the others).
@@ -112,6 +114,12 @@ pub struct Kernel {
     /// each busy vCPU when more vCPUs are busy than it has cores.
     pub host_cores: Option<f64>,
     pub host_steal_ns: f64,
+    /// The interleaved group of threads running now, if any (sim/interleave.rs).
+    pub il: Option<crate::sim::interleave::Interleave>,
+    /// `run.interleave_max_threads`.
+    pub interleave_max: usize,
+    /// Faults in progress of the threads of interleaved groups (mm/fault_race.rs).
+    pub inflight: Vec<crate::mm::fault_race::InFlight>,
     /// `machine.steal_in_runtime`: the share of stolen time the guest counts as runtime.
     pub steal_in_runtime: f64,
 }
@@ -179,6 +187,9 @@ impl Kernel {
             host_cores: s.machine.host_cores,
             steal_in_runtime: s.machine.steal_in_runtime,
             host_steal_ns: 0.0,
+            il: None,
+            interleave_max: s.run.interleave_max_threads,
+            inflight: Vec::new(),
         }
     }
 

@@ -98,12 +98,7 @@ impl Simulation {
         k.collect_sampler_threads();
         k.numa_scan_window_race();
         k.run_numa_task_work();
-        for cpu in 0..k.cpus.len() {
-            if let Some(t) = k.cpus[cpu].curr() {
-                let used = k.run_task(t);
-                k.tasks[t].sum_exec_runtime += used.round() as u64;
-            }
-        }
+        k.run_tasks();
         if let Some(detail) = k.oom.take() {
             return Err(Error::OutOfMemory { at_s: k.now as f64 / 1e9, detail });
         }

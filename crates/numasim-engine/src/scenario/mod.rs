@@ -89,4 +89,7 @@ pub struct RunConfig {
     /// the placement interval). The simulator's memory placement costs it nothing.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub numa_maps_interval_ms: Option<u64>,
+    /// Processes of at most this many threads (every thread they have, main included) run the threads that share pages
+    /// interleaved in simulated time (sim/interleave.rs; 0 or 1: none).
+    pub interleave_max_threads: usize,
 }

@@ -171,4 +171,5 @@ pub struct RawRun {
     pub max_sim_s: Option<f64>,
     pub placement_interval_ms: Option<i64>,
     pub numa_maps_interval_ms: Option<i64>,
+    pub interleave_max_threads: Option<i64>,
 }

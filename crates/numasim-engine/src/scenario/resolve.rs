@@ -416,7 +416,7 @@ fn resolve_thp(raw: Option<super::raw::RawThp>, p: &mut Problems) -> ThpConfig {
 }
 
 fn resolve_run(raw: Option<RawRun>, p: &mut Problems) -> RunConfig {
-    let raw = raw.unwrap_or(RawRun { sample_interval_ms: None, max_sim_s: None, placement_interval_ms: None, numa_maps_interval_ms: None });
+    let raw = raw.unwrap_or(RawRun { sample_interval_ms: None, max_sim_s: None, placement_interval_ms: None, numa_maps_interval_ms: None, interleave_max_threads: None });
     let sample = raw.sample_interval_ms.unwrap_or(100);
     if !(1..=3_600_000).contains(&sample) {
         p.push(ScenarioProblem::new("run.sample_interval_ms", "invalid_value", format!("must be in 1..=3600000, got {sample}")));
@@ -433,7 +433,17 @@ fn resolve_run(raw: Option<RawRun>, p: &mut Problems) -> RunConfig {
     if let Some(m) = maps.filter(|m| !(1..=3_600_000).contains(m)) {
         p.push(ScenarioProblem::new("run.numa_maps_interval_ms", "invalid_value", format!("must be in 1..=3600000, got {m}")));
     }
-    RunConfig { sample_interval_ms: sample.max(1) as u64, max_sim_s: max, placement_interval_ms: placement.max(0) as u64, numa_maps_interval_ms: maps.map(|m| m.max(1) as u64) }
+    let interleave = raw.interleave_max_threads.unwrap_or(crate::sim::interleave::DEFAULT_MAX_THREADS as i64);
+    if !(0..=4096).contains(&interleave) {
+        p.push(ScenarioProblem::new("run.interleave_max_threads", "invalid_value", format!("must be in 0..=4096 (0: off), got {interleave}")));
+    }
+    RunConfig {
+        sample_interval_ms: sample.max(1) as u64,
+        max_sim_s: max,
+        placement_interval_ms: placement.max(0) as u64,
+        numa_maps_interval_ms: maps.map(|m| m.max(1) as u64),
+        interleave_max_threads: interleave.clamp(0, 4096) as usize,
+    }
 }
 
 fn resolve_workloads(raw: Option<Vec<RawWorkload>>, topo: &Topology, p: &mut Problems) -> (Vec<workload::WorkloadSpec>, Vec<workload::image::ImagePreset>) {

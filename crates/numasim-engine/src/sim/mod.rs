@@ -1,2 +1,3 @@
+pub mod interleave;
 pub mod prefetch;
 pub mod rng;

@@ -38,6 +38,17 @@ impl PageSelection {
     }
 }
 
+/// What is left of a task's tick after `run_task_begin`.
+#[derive(Debug, Clone, Copy)]
+pub struct TickRun {
+    /// ns of the tick left to run the program
+    pub budget: f64,
+    /// a SIGKILL takes effect at the end of the tick
+    kill: bool,
+    /// ns of the tick after the SIGKILL
+    past_kill: f64,
+}
+
 impl Kernel {
     /// Pin `pages` pages at a random I/O-aligned place of the process's sampled VMA for a
     /// direct-I/O read (pin_user_pages); they are unpinned when the task runs again.
@@ -105,6 +116,14 @@ impl Kernel {
 
     /// Run task `t` on its CPU for up to one tick; returns the ns of CPU time it used.
     pub fn run_task(&mut self, t: usize) -> f64 {
+        let mut run = self.run_task_begin(t);
+        self.run_task_body(t, &mut run.budget);
+        self.run_task_end(t, run)
+    }
+
+    /// The start of task `t`'s tick: its debts, the host's steal, a SIGKILL due in the tick and
+    /// its hot pages; returns what is left of the tick to run its program.
+    pub fn run_task_begin(&mut self, t: usize) -> TickRun {
         let tick = self.tick_ns as f64;
         let mut b = tick;
         let debt = self.tasks[t].sys_debt_ns;
@@ -138,7 +157,16 @@ impl Kernel {
             self.set_clock(b);
             self.touch_hot_pages(t, &mut b);
         }
-        while b > 0.0 && self.tasks[t].state == TaskState::Runnable && self.oom.is_none() {
+        TickRun { budget: b, kill: kill.is_some(), past_kill }
+    }
+
+    /// Run task `t`'s program with `b` ns of its tick left, until the tick is used, the task
+    /// sleeps or exits, or (in an interleaved tick) it must wait for the threads it shares pages
+    /// with before its next fault.
+    pub fn run_task_body(&mut self, t: usize, budget: &mut f64) {
+        let tick = self.tick_ns as f64;
+        let mut b = *budget;
+        while b > 0.0 && self.tasks[t].state == TaskState::Runnable && self.oom.is_none() && !self.parked() {
             self.set_clock(b);
             let pc = self.tasks[t].pc;
             let Some(&op) = self.tasks[t].program.get(pc) else {
@@ -258,8 +286,15 @@ impl Kernel {
                 }
             }
         }
-        let used = tick - past_kill - b.max(0.0);
-        if kill.is_some() && self.tasks[t].state == TaskState::Runnable {
+        *budget = b;
+    }
+
+    /// The end of task `t`'s tick: a SIGKILL due in it takes effect; returns the ns of CPU
+    /// time the task used.
+    pub fn run_task_end(&mut self, t: usize, run: TickRun) -> f64 {
+        let tick = self.tick_ns as f64;
+        let used = tick - run.past_kill - run.budget.max(0.0);
+        if run.kill && self.tasks[t].state == TaskState::Runnable {
             // kernel/signal.c: get_signal -> do_exit, wherever the program was (a task that
             // went to sleep first is woken by the signal and exits next tick)
             self.set_clock(tick - used);
@@ -409,13 +444,30 @@ impl Kernel {
             if *b <= 0.0 || self.oom.is_some() {
                 return false;
             }
+            if self.parked() {
+                return false;
+            }
             let whole = pos as u64; // pos >= 0: truncation is floor, without a libm call
             let frac = pos - whole as f64;
             let idx = first + whole;
             let blk = (idx / BLOCK_PAGES) as usize;
-            let seg_end = ((blk as u64 + 1) * BLOCK_PAGES).min(end);
+            let mut seg_end = ((blk as u64 + 1) * BLOCK_PAGES).min(end);
+            // interleaved: stop at a page another thread's fault is still changing
+            let mut race_at = None;
+            if self.il.is_some() && !self.inflight.is_empty() {
+                let at = self.now as f64 + (self.tick_ns as f64 - *b);
+                let lo = idx + (frac > 0.0) as u64;
+                if let Some(s) = self.inflight_stop(t, mm, vma, lo, seg_end, at) {
+                    if s == idx {
+                        race_at = Some(idx);
+                        seg_end = idx + 1;
+                    } else {
+                        seg_end = s;
+                    }
+                }
+            }
             let pt = &self.mms[mm].vmas[vma].pt;
-            if pt.block_clean(blk, true) {
+            if race_at.is_none() && pt.block_clean(blk, true) {
                 // every page of the block is present and writable: one step for the whole block
                 let k = pt.blocks[blk];
                 let pop = k.populated as f64;
@@ -436,7 +488,7 @@ impl Kernel {
                 for n in 0..nr {
                     p.cur_bytes[n] += adv * PAGE_SIZE * k.node[n] as f64 / pop;
                 }
-            } else if frac == 0.0 && pt.blocks[blk].populated == 0 && self.thp_allowable_orders(self.mms[mm].vmas[vma].flags) == 0 {
+            } else if race_at.is_none() && frac == 0.0 && pt.blocks[blk].populated == 0 && self.thp_allowable_orders(self.mms[mm].vmas[vma].flags) == 0 {
                 // no page of this block is present and no fault may map a large folio
                 let Some((i, f)) = self.sweep_unpopulated(t, vma, idx, seg_end, b) else {
                     return false;
@@ -447,7 +499,17 @@ impl Kernel {
                 // the accessible pages between them in a tight loop
                 let (mut i, mut f) = (idx, frac);
                 while i < seg_end {
-                    if f == 0.0 && !self.mms[mm].vmas[vma].pt.store_ok(i) && (!self.access_page(t, vma, i, true, b) || *b <= 0.0) {
+                    if f == 0.0 && race_at == Some(i) {
+                        race_at = None;
+                        if self.must_park(*b) {
+                            break;
+                        }
+                        self.take_fault_race(t, vma, i, b);
+                        if *b <= 0.0 {
+                            break;
+                        }
+                    }
+                    if f == 0.0 && !self.mms[mm].vmas[vma].pt.store_ok(i) && (self.must_park(*b) || !self.access_page(t, vma, i, true, b) || *b <= 0.0) {
                         break;
                     }
                     let pt = &self.mms[mm].vmas[vma].pt;
@@ -512,9 +574,15 @@ impl Kernel {
         let mm = self.tasks[t].mm;
         let cost = self.tasks[t].page_cost;
         while i < end {
+            if self.must_park(*b) {
+                break;
+            }
             // the fault happens where the stream is in its tick
             self.set_clock(*b);
             let c = self.map_anon_base_page(t, vma, i, &pol)?;
+            if self.il.is_some() {
+                self.note_fault(t, vma, i, self.clock as f64, c, (false, 0));
+            }
             self.charge_sys(t, c, b);
             if *b <= 0.0 {
                 break;
@@ -541,6 +609,18 @@ impl Kernel {
         Some((i, 0.0))
     }
 
+    /// Interleaved: task `t` reaches page `idx`, which another thread's fault is still changing
+    /// (mm/fault_race.rs); its system time and its wait (off the CPU) come from the budget.
+    fn take_fault_race(&mut self, t: usize, vma: usize, idx: u64, b: &mut f64) {
+        self.set_clock(*b);
+        let at = self.now as f64 + (self.tick_ns as f64 - *b);
+        let (sys, wait) = self.fault_race(t, vma, idx, at);
+        self.charge_sys(t, sys, b);
+        let w = wait.min(*b);
+        *b -= w;
+        self.tasks[t].wait_debt_ns += wait - w;
+    }
+
     /// A store (or a load: `write` false) reaches page `idx`: take whatever faults it needs,
     /// paid from the budget `b`. False on out-of-memory.
     // mm/memory.c: handle_pte_fault dispatch (do_anonymous_page / do_numa_page / do_wp_page)
@@ -548,13 +628,23 @@ impl Kernel {
         let mm = self.tasks[t].mm;
         // the fault happens where the stream is in its tick
         self.set_clock(*b);
+        let t0 = self.clock as f64;
         if !self.mms[mm].vmas[vma].pt.populated(idx) {
             match self.do_anonymous_page(t, vma, idx) {
-                Some(c) => self.charge_sys(t, c, b),
+                Some(c) => {
+                    if self.il.is_some() {
+                        self.note_fault(t, vma, idx, t0, c, (false, 0));
+                    }
+                    self.charge_sys(t, c, b)
+                }
                 None => return false,
             }
         } else if self.mms[mm].vmas[vma].pt.protnone(idx) {
+            let nid = self.mms[mm].vmas[vma].pt.nid(idx) as usize;
             let c = self.do_numa_page(t, vma, idx);
+            if self.il.is_some() {
+                self.note_fault(t, vma, idx, t0, c, (true, nid));
+            }
             self.charge_sys(t, c, b);
         }
         if write && !self.mms[mm].vmas[vma].pt.writable(idx) {
