@@ -109,6 +109,7 @@ def test_summary_shares_and_median_of_abs_log2():
     assert s["out_of_sample"]["vm"]["figures"] == 0 and s["out_of_sample"]["vm"]["median_abs_log2"] is None
     worst = s["worst_out_of_sample"]
     assert [w["simulated"] for w in worst] == [0.0, 25.0, 300.0, 190.0, 80.0]
+    assert [w["source"] for w in s["worst_in_sample"]] == ["f"]
     assert worst[0]["abs_log2"] is None and worst[0]["within_2x"] is False  # infinite: null in JSON
     assert [x["source"] for x in s["by_source"]] == ["e", "f"]
 
@@ -132,8 +133,10 @@ def test_text_output_marks_misses_and_summarises(capsys):
     assert far.split()[-3:] == ["3.00", "out", ">2x"]
     zero = next(l for l in text.splitlines() if " zero " in l)
     assert zero.rstrip().endswith("reference is 0")
-    assert "fidelity: 2 out-of-sample figures, 1/2 (50%) within ±25%, 1/2 (50%) within 2x" in text
+    assert ("fidelity: 2 out-of-sample figures (2 seed changelogs, 0 real kernels): 1/2 (50%) within ±25%, "
+            "1/2 (50%) within 2x, median |log2(sim/ref)| 0.86") in text
     assert "worst 2 out-of-sample misses" in text and "e: far [c] simulated 300.000, reference 100.000 (3.00x)" in text
+    assert "worst 0 in-sample" not in text and "in-sample misses" not in text
 
 
 # ---------------------------------------------------------------- shipped boots
@@ -271,7 +274,8 @@ def test_fidelity_text_from_saved_results(tmp_path, capsys):
     assert out.startswith("== seed changelogs")
     assert "mthp-numa: xeon-icx-2n-128c.smt_share, xeon-icx-2n-128c.stream_gibps" in out
     assert "not included: delay-mapping" in out
-    assert "fidelity: 2 out-of-sample figures, 1/2 (50%) within ±25%, 1/2 (50%) within 2x" in out
+    assert "fidelity: 2 out-of-sample figures (2 seed changelogs, 0 real kernels): 1/2 (50%) within ±25%" in out
+    assert "worst 1 in-sample misses (by |log2(sim/ref)|):\n  mthp-numa: t [p] simulated 7.400, reference 7.500 (0.99x)" in out
 
 
 @pytest.mark.parametrize("content, needle", [

@@ -272,7 +272,7 @@ def stats(figures: list) -> dict:
 
 def summary(figures: list) -> dict:
     """Stats per source (each source is in- or out-of-sample as a whole), per kind and overall,
-    out-of-sample and in-sample apart, and the worst out-of-sample misses."""
+    out-of-sample and in-sample apart, and the worst misses of each."""
     sources = []
     for kind in KINDS:
         for name in sorted({f.source for f in figures if f.kind == kind}):
@@ -283,8 +283,9 @@ def summary(figures: list) -> dict:
     for sample, label in ((OUT, "out_of_sample"), (IN, "in_sample")):
         fs = [f for f in figures if f.sample == sample]
         out[label] = {"all": stats(fs), **{kind: stats([f for f in fs if f.kind == kind]) for kind in KINDS}}
-    misses = sorted((f for f in figures if f.sample == OUT and f.counted), key=lambda f: -f.log2)
-    out["worst_out_of_sample"] = [f.to_dict() for f in misses[:WORST]]
+    for sample, label in ((OUT, "worst_out_of_sample"), (IN, "worst_in_sample")):
+        misses = sorted((f for f in figures if f.sample == sample and f.counted), key=lambda f: -f.log2)
+        out[label] = [f.to_dict() for f in misses[:WORST]]
     return out
 
 
@@ -312,8 +313,9 @@ def _ratio(f: Figure) -> str:
 
 def _times(f: Figure) -> str:
     r = f.ratio
-    return f"{_ratio(f)}x" if r is not None and r > 0 else {"0": "simulated 0", "sign": "opposite sign"}.get(
-        _ratio(f), _ratio(f))
+    if r is None:
+        return "no simulated value"
+    return "opposite sign" if r < 0 else f"{_ratio(f)}x"
 
 
 def _mark(f: Figure) -> str:
@@ -346,7 +348,7 @@ def stats_row(label: str, s: dict) -> list:
 
 def summary_lines(report: dict) -> list:
     """The summary: a line per source, then out-of-sample and in-sample totals, the worst
-    out-of-sample misses."""
+    misses of each."""
     s = report["summary"]
     head = ["source", "kind", "sample", "figures", "within ±25%", "within 2x", "median |log2|", "not counted"]
     rows = [[x["source"], x["kind"], x["sample"], *stats_row("", x)[1:]] for x in s["by_source"]]
@@ -359,14 +361,16 @@ def summary_lines(report: dict) -> list:
         rows.append(stats_row(f"{label}, all", s[key]["all"]))
     out += _columns(head, rows)
     o = s["out_of_sample"]["all"]
-    out += ["", f"fidelity: {o['figures']} out-of-sample figures, {_share(o['within_25pct'], o['figures'])} "
+    kinds = ", ".join(f"{s['out_of_sample'][k]['figures']} {KIND_TITLE[k].split(' (')[0]}" for k in KINDS)
+    out += ["", f"fidelity: {o['figures']} out-of-sample figures ({kinds}): {_share(o['within_25pct'], o['figures'])} "
                 f"within ±25%, {_share(o['within_2x'], o['figures'])} within 2x, median |log2(sim/ref)| "
                 f"{_median(o)}"]
-    if s["worst_out_of_sample"]:
-        out += ["", f"worst {len(s['worst_out_of_sample'])} out-of-sample misses (by |log2(sim/ref)|):"]
-        for w in s["worst_out_of_sample"]:
-            out.append(f"  {w['source']}: {w['metric']} [{w['column']}] simulated {_fmt(w['simulated'])}, "
-                       f"reference {_fmt(w['reference'])} ({_times(Figure(**_figure_args(w)))})")
+    for key, label in (("worst_out_of_sample", "out-of-sample"), ("worst_in_sample", "in-sample")):
+        if s[key]:
+            out += ["", f"worst {len(s[key])} {label} misses (by |log2(sim/ref)|):"]
+            for w in s[key]:
+                out.append(f"  {w['source']}: {w['metric']} [{w['column']}] simulated {_fmt(w['simulated'])}, "
+                           f"reference {_fmt(w['reference'])} ({_times(Figure(**_figure_args(w)))})")
     return out
 
 
@@ -543,8 +547,7 @@ seed changelogs' figures quoted by the shipped experiments (as `numasim reproduc
 them), and the real-kernel boots shipped with the package (python/numasim/validation/results/,
 each simulated again with the costs it measured, as `validate --calibrate`: its checked counts
 and times). Then, per source and overall, out-of-sample and in-sample apart: how many figures,
-the share within ±25% and within 2x, the median |log2(sim/ref)|; and the worst out-of-sample
-misses.
+the share within ±25% and within 2x, the median |log2(sim/ref)|; and the worst misses of each.
 
 In-sample rule: a machine profile constant whose [source] says `derived: NAME (...)` was
 fitted to the runs of NAME (an experiment or a validation scenario; any other NAME is an
