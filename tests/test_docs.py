@@ -24,6 +24,8 @@ and SKIPPED below lists them, so a new one fails this test until it is justified
 - `numasim reproduce all` (~80 s), `reproduce delay-mapping` (~40 s), `reproduce
   vma-flags-grouping` (~40 s) (README): full-scale experiments; tests/test_tlb_experiments.py,
   tests/test_vma_flags_grouping.py and tests/test_experiments.py run them scaled down.
+- `numasim fidelity` (README): runs every experiment first, as `reproduce all`;
+  tests/test_fidelity.py gives it saved results (`--from`), and `fidelity --only vm` runs here.
 - `numasim validate ... --kernel` and `numasim calibrate` (README, docs/realkernel.md) and `make
   test-vm`: boot Debian kernels in QEMU (`make test-vm`); `validate --vm-result` re-reads that
   boot's console log (tests/test_calibrate.py does so with `--calibrate`).
@@ -51,7 +53,8 @@ LANGS = {"sh", "python", "toml", "text"}
 
 SKIPPED = {
     "README.md": ["make run", "make test", "numasim reproduce all", "numasim reproduce delay-mapping",
-                  "numasim reproduce vma-flags-grouping", "numasim validate remote-toucher-4k",
+                  "numasim reproduce vma-flags-grouping", "numasim fidelity",
+                  "numasim validate remote-toucher-4k",
                   "numasim calibrate --kernel", "numasim validate two-processes-4k",
                   "numasim hostrun my-scenario.toml"],
     "docs/realkernel.md": ["numasim validate remote-toucher-4k", "numasim validate my.toml",

@@ -150,4 +150,7 @@ def build_parser(handlers: dict) -> argparse.ArgumentParser:
     from numasim.realkernel import validate
 
     validate.register(sub, _command)  # numasim validate, hostrun
+    from numasim import fidelity
+
+    fidelity.register(sub, _command)
     return p

@@ -195,19 +195,27 @@ def cmd_report(args) -> int:
 # ---------------------------------------------------------------- reproduce
 
 
-def reproduce_all(args, overrides) -> int:
+def run_experiments(args, overrides=None, title: str = "reproduce all") -> list:
+    """Every shipped experiment (reproduce_all.run_all): on a terminal, a status line of the
+    runs (not with --json) and a line per finished experiment on stderr."""
     from numasim import reproduce_all as ra
 
     names = ra.registry.names()
 
     def status(name):
         i = names.index(name) + 1
-        return runs_status(args, f"reproduce all: {i}/{len(names)} {name}")
+        return runs_status(args, f"{title}: {i}/{len(names)} {name}")
 
     def done(name, res, wall):
-        _note(f"reproduce all: {name} {'PASS' if res.passed else 'FAIL'} in {wall:.1f} s")
+        _note(f"{title}: {name} {'PASS' if res.passed else 'FAIL'} in {wall:.1f} s")
 
-    results = ra.run_all(max_workers=args.jobs, overrides=overrides, status=status, on_done=done)
+    return ra.run_all(max_workers=args.jobs, overrides=overrides, status=status, on_done=done)
+
+
+def reproduce_all(args, overrides) -> int:
+    from numasim import reproduce_all as ra
+
+    results = run_experiments(args, overrides)
     print(ra.to_json(results) if args.json else ra.to_text(results))
     return 1 if args.strict and not all(r.passed for r in results) else 0
 
