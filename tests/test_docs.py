@@ -21,7 +21,7 @@ out (with its continuation lines). They are kept to those that cannot run here o
 and SKIPPED below lists them, so a new one fails this test until it is justified here:
 
 - `make run`, `make test` (README): the first builds the engine, the second is this suite.
-- `numasim reproduce all` (~80 s), `reproduce delay-mapping` (~40 s), `reproduce
+- `numasim reproduce all` (15-30 min on 2 cores), `reproduce delay-mapping` (~40 s), `reproduce
   vma-flags-grouping` (~40 s) (README): full-scale experiments; tests/test_tlb_experiments.py,
   tests/test_vma_flags_grouping.py and tests/test_experiments.py run them scaled down.
 - `numasim fidelity` (README): runs every experiment first, as `reproduce all`;
