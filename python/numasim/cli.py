@@ -125,7 +125,7 @@ def print_numastat(result) -> None:
     counters = result.numastat()
     if counters is not None:
         print()
-        print("numastat (pages, per node: /sys/devices/system/node/nodeN/numastat)")
+        print("numastat (allocations, per node: /sys/devices/system/node/nodeN/numastat)")
         print(numastat.counters_text(counters))
 
 

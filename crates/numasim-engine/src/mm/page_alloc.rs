@@ -87,7 +87,7 @@ impl Kernel {
         }
         let node = node?;
         self.nodes[node].used += nr;
-        self.zone_statistics(preferred, node, this, nr);
+        self.zone_statistics(preferred, node, this, 1);
         self.count(VmEvent::Pgalloc, nr);
         Some(node)
     }
@@ -105,7 +105,7 @@ impl Kernel {
             return false;
         }
         self.nodes[node].used += nr;
-        self.zone_statistics(node, node, self.cpu_node(cpu), nr);
+        self.zone_statistics(node, node, self.cpu_node(cpu), 1);
         self.count(VmEvent::Pgalloc, nr);
         true
     }
@@ -115,8 +115,10 @@ impl Kernel {
         self.count(VmEvent::Pgfree, 1);
     }
 
-    // mm/page_alloc.c: zone_statistics (nr_account pages): the node's counters and the sums
-    // of /proc/vmstat; numa_foreign counts on the preferred node
+    // mm/page_alloc.c: zone_statistics: the node's counters and the sums of /proc/vmstat;
+    // numa_foreign counts on the preferred node. rmqueue passes nr_account = 1 whatever the
+    // order (3.19's buffered_rmqueue counted one too): a THP or mTHP allocation is one
+    // numa_hit, while pgalloc_* count its pages. Only the order-0 bulk allocator passes more.
     fn zone_statistics(&mut self, preferred: usize, node: usize, this: usize, nr: u64) {
         if node == preferred {
             self.count(VmEvent::NumaHit, nr);
@@ -172,6 +174,19 @@ mod tests {
         assert_eq!(k.alloc_page(&Mempolicy::DEFAULT, 0), Some(1)); // node 0 full: node 1 gives it
         assert_eq!((delta(&k, 1, Miss), delta(&k, 1, OtherNode), delta(&k, 0, Foreign)), (1, 1, 1));
         assert_eq!((delta(&k, 1, Hit), delta(&k, 0, Miss), delta(&k, 1, Foreign)), (0, 0, 0));
+    }
+
+    /// mm/page_alloc.c: rmqueue -> zone_statistics(preferred_zone, zone, 1) — one numa_hit
+    /// (and numa_local) per allocation whatever its order, while PGALLOC counts 1 << order.
+    #[test]
+    fn a_thp_allocation_is_one_numa_hit_and_512_pgalloc() {
+        let mut k = small_kernel("");
+        let before = (k.vmstat.get(NumaHit), k.vmstat.get(NumaLocal), k.vmstat.get(Pgalloc));
+        assert_eq!(k.alloc_pages(&Mempolicy::DEFAULT, 0, 9), Some(0));
+        let after = (k.vmstat.get(NumaHit), k.vmstat.get(NumaLocal), k.vmstat.get(Pgalloc));
+        assert_eq!((after.0 - before.0, after.1 - before.1, after.2 - before.2), (1, 1, 512));
+        assert!(k.alloc_pages_thisnode(1, 0, 9));
+        assert_eq!(k.vmstat.get(NumaHit) - after.0, 1, "a migration target too");
     }
 
     /// mm/mempolicy.c: MPOL_BIND — only the bound nodes; none left means no page (OOM).
