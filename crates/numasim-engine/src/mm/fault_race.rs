@@ -16,7 +16,7 @@
 //!   unmap.
 
 use crate::kernel::Kernel;
-use crate::sched::numa::fault::{TNF_FAULT_LOCAL, TNF_MIGRATE_FAIL};
+use crate::sched::numa::fault::TNF_MIGRATE_FAIL;
 use crate::vmstat::VmEvent;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -135,14 +135,10 @@ impl Kernel {
         let pt = &self.mms[r.mm].vmas[r.vma].pt;
         let last_cpupid = pt.last_cpupid(r.head);
         self.vma_set_access_pid_bit(r.mm, r.vma, self.tasks[t].pid);
-        self.count(VmEvent::Pgfault, 1);
-        self.count(VmEvent::NumaHintFaults, 1);
-        self.events.hint_faults += 1;
-        let flags = if r.old_nid == self.cpu_node(cpu) {
-            self.count(VmEvent::NumaHintFaultsLocal, 1);
-            TNF_FAULT_LOCAL
-        } else {
-            TNF_MIGRATE_FAIL
+        // local, or it would migrate too and folio_isolate_lru fails
+        let flags = match self.count_hint_fault(r.old_nid, cpu) {
+            0 => TNF_MIGRATE_FAIL,
+            local => local,
         };
         self.task_numa_fault(t, last_cpupid, r.old_nid, r.nr, flags);
         // try_to_migrate_one: ptep_clear_flush of a present PTE, paid by the migrating task
@@ -158,19 +154,26 @@ mod tests {
     use crate::testutil::{pin, place_page, small_kernel, thread};
     use crate::vmstat::VmEvent::*;
 
+    /// Thread a on CPU `cpu_a` takes the hint fault on page `idx` of node 0 at t0 = 0 (its
+    /// record noted); thread b is on CPU `cpu_b`. Returns (kernel, b, the fault's cost).
+    fn first_fault(cpu_a: usize, cpu_b: usize, idx: u64) -> (crate::kernel::Kernel, usize, f64) {
+        let mut k = small_kernel("");
+        let (a, b) = (thread(&k, 0), thread(&k, 1));
+        pin(&mut k, a, cpu_a);
+        pin(&mut k, b, cpu_b);
+        place_page(&mut k, idx, 0);
+        k.mms[0].vmas[0].pt.make_protnone(idx);
+        let c = k.do_numa_page(a, 0, idx);
+        k.note_fault(a, 0, idx, 0.0, c, (true, 0));
+        (k, b, c)
+    }
+
     /// Thread a (CPU 2, node 1) takes the hint fault on page 11 of node 0 at t0 = 0 and
     /// migrates it; b (CPU 0, node 0) reaches the page `dt` ns later. Returns (kernel, b's
     /// system ns, b's wait ns).
     fn race_after_migration(dt: f64) -> (crate::kernel::Kernel, usize, f64, f64) {
-        let mut k = small_kernel("");
-        let (a, b) = (thread(&k, 0), thread(&k, 1));
-        pin(&mut k, a, 2);
-        pin(&mut k, b, 0);
-        place_page(&mut k, 11, 0);
-        k.mms[0].vmas[0].pt.make_protnone(11);
-        let c = k.do_numa_page(a, 0, 11);
+        let (mut k, b, _) = first_fault(2, 0, 11);
         assert_eq!(k.mms[0].vmas[0].pt.nid(11), 1, "the fixture's fault migrates");
-        k.note_fault(a, 0, 11, 0.0, c, (true, 0));
         let before = k.vmstat.get(NumaHintFaults);
         let (sys, wait) = k.fault_race(b, 0, 11, dt);
         assert!(k.vmstat.get(NumaHintFaults) >= before);
@@ -210,14 +213,7 @@ mod tests {
     /// a second thread spins, finds the PTE changed and returns without a hint fault.
     #[test]
     fn local_hint_fault_gives_the_second_thread_a_spurious_fault() {
-        let mut k = small_kernel("");
-        let (a, b) = (thread(&k, 0), thread(&k, 1));
-        pin(&mut k, a, 0);
-        pin(&mut k, b, 1);
-        place_page(&mut k, 12, 0);
-        k.mms[0].vmas[0].pt.make_protnone(12);
-        let c = k.do_numa_page(a, 0, 12);
-        k.note_fault(a, 0, 12, 0.0, c, (true, 0));
+        let (mut k, b, c) = first_fault(0, 1, 12);
         let faults = k.vmstat.get(Pgfault);
         let (sys, wait) = k.fault_race(b, 0, 12, 10.0);
         assert_eq!(k.vmstat.get(NumaHintFaults), 1, "one hint fault for one PROT_NONE PTE");

@@ -90,7 +90,7 @@ impl Kernel {
     /// Count one NUMA hinting fault on a page of node `nid` taken on `cpu`; TNF_FAULT_LOCAL if
     /// the page is on the CPU's node.
     // mm/memory.c: numa_migrate_check (NUMA_HINT_FAULTS, NUMA_HINT_FAULTS_LOCAL)
-    fn count_hint_fault(&mut self, nid: usize, cpu: usize) -> u32 {
+    pub(crate) fn count_hint_fault(&mut self, nid: usize, cpu: usize) -> u32 {
         self.count(VmEvent::Pgfault, 1);
         self.count(VmEvent::NumaHintFaults, 1);
         self.events.hint_faults += 1;
