@@ -120,6 +120,16 @@ pub struct Kernel {
     pub interleave_max: usize,
     /// Faults in progress of the threads of interleaved groups (mm/fault_race.rs).
     pub inflight: Vec<crate::mm::fault_race::InFlight>,
+    /// The migrate_pages(2)/move_pages(2) callers whose target has threads in a store stream
+    /// this tick: they run first, and their migrations leave timed records (mm/migration_entry.rs).
+    pub timed_migrators: Vec<usize>,
+    /// Where the running timed call's current `migrate_pages()` started.
+    pub call_clock: Option<crate::mm::migration_entry::CallClock>,
+    /// While Some: the instant of the flush being sent, whose IPIs are delivered at the tick's end.
+    pub flush_at: Option<f64>,
+    pub pending_flushes: Vec<crate::mm::migration_entry::PendingFlush>,
+    /// (task, from, until): a thread asleep in migration_entry_wait, absolute ns.
+    pub asleep: Vec<(usize, f64, f64)>,
     /// `machine.steal_in_runtime`: the share of stolen time the guest counts as runtime.
     pub steal_in_runtime: f64,
 }
@@ -190,6 +200,11 @@ impl Kernel {
             il: None,
             interleave_max: s.run.interleave_max_threads,
             inflight: Vec::new(),
+            timed_migrators: Vec::new(),
+            call_clock: None,
+            flush_at: None,
+            pending_flushes: Vec::new(),
+            asleep: Vec::new(),
         }
     }
 

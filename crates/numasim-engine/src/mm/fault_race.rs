@@ -25,6 +25,9 @@ pub enum FaultKind {
     Hint,
     /// a hint fault that migrated the folio away from `old_nid`
     Migration,
+    /// a migrate_pages(2)/move_pages(2) call's migration of the folio: mapped until
+    /// `pte_until`, a migration entry from then until `end` (mm/migration_entry.rs)
+    MigrateCall,
 }
 
 /// A fault of `task` on the folio [head, head + nr) of (mm, vma), in absolute ns.
@@ -122,6 +125,7 @@ impl Kernel {
                 self.tasks[t].migration_wait_ns += r.end - at;
                 (e, r.end - at)
             }
+            FaultKind::MigrateCall if at >= r.pte_until => self.migration_entry_wait(t, at, r.end),
             _ => (0.0, 0.0),
         }
     }

@@ -73,6 +73,7 @@ impl Kernel {
     fn migrate_pages_batch(&mut self, chunk: &[PageRef], target: usize, cpu: usize, mode: MigrateMode, split: &mut Vec<PageRef>, out: &mut MigrateOutcome) {
         let mut batch = TlbBatch::default();
         let mut unmapped = Vec::with_capacity(chunk.len());
+        let mut unmap_at = Vec::new();
         for (i, &p) in chunk.iter().enumerate() {
             if self.folio_extra_refs(p) {
                 out.cost += self.cost.migrate_page_ns;
@@ -91,12 +92,28 @@ impl Kernel {
             }
             out.cost += self.cost.migrate_page_ns + self.try_to_migrate_one(p, cpu, Some(&mut batch));
             unmapped.push(p);
+            if self.call_clock.is_some() {
+                unmap_at.push(self.call_instant(out, unmapped.len()));
+            }
         }
         // try_to_unmap_flush
+        self.flush_at = self.call_clock.map(|_| self.call_instant(out, unmapped.len()));
         out.cost += self.arch_tlbbatch_flush(&mut batch, cpu);
-        for p in unmapped {
+        self.flush_at = None;
+        let n = unmapped.len();
+        for (i, p) in unmapped.into_iter().enumerate() {
             self.migrate_folio_move(p, target, cpu, out);
+            if self.call_clock.is_some() {
+                let remap_at = self.call_instant(out, n - i - 1);
+                self.note_call_migration(p, unmap_at[i], remap_at);
+            }
         }
+    }
+
+    /// Where a timed call (mm/migration_entry.rs) is now, in absolute ns, with `pending` folios
+    /// unmapped and not yet remapped: the cost charged so far, less the remap half of theirs.
+    fn call_instant(&self, out: &MigrateOutcome, pending: usize) -> f64 {
+        self.call_wall_clock(out.cost - pending as f64 * self.cost.migrate_page_ns / 2.0)
     }
 
     /// -ENOMEM for a large folio: a system call's migration (migrate_pages(2), move_pages(2))
@@ -174,8 +191,15 @@ impl Kernel {
             }
             return;
         }
+        // a timed call unmaps (and flushes) halfway through the folio's work beyond the copy
+        let unmap_at = self.call_clock.map(|_| self.call_wall_clock(out.cost + self.cost.migrate_page_ns / 2.0));
+        self.flush_at = unmap_at;
         out.cost += self.cost.migrate_page_ns + self.try_to_migrate_one(p, cpu, None);
+        self.flush_at = None;
         self.migrate_folio_move(p, target, cpu, out);
+        if let Some(at) = unmap_at {
+            self.note_call_migration(p, at, self.call_instant(out, 0));
+        }
     }
 
     /// Copy the folio to its new node and install the new PTEs (or PMD) from the migration entries.

@@ -5,6 +5,7 @@ pub mod huge_memory;
 pub mod memory;
 pub mod mempolicy;
 pub mod migrate;
+pub mod migration_entry;
 pub mod mmu_notifier;
 pub mod mprotect;
 pub mod page_alloc;

@@ -9,7 +9,6 @@
 
 use crate::kernel::Kernel;
 use crate::workload::exec::TickRun;
-use crate::workload::Op;
 
 /// `run.interleave_max_threads` by default: off. Threads of equal costs that start together
 /// stay in step in the model, where real ones drift apart, so every fault of one becomes a
@@ -33,10 +32,19 @@ pub struct Interleave {
 impl Kernel {
     /// Run every CPU's current task for the tick, adding each task's runtime.
     pub fn run_tasks(&mut self) {
+        // migrate_pages(2) callers whose target streams run first (mm/migration_entry.rs)
+        self.timed_migrators = self.find_timed_migrators();
+        for t in self.timed_migrators.clone() {
+            let used = self.run_task(t);
+            self.tasks[t].sum_exec_runtime += used.round() as u64;
+        }
         let groups = self.sharing_groups();
         let mut done = vec![false; groups.len()];
         for cpu in 0..self.cpus.len() {
             let Some(t) = self.cpus[cpu].curr() else { continue };
+            if self.timed_migrators.contains(&t) {
+                continue;
+            }
             match groups.iter().position(|g| g.contains(&t)) {
                 Some(g) if !done[g] => {
                     done[g] = true;
@@ -50,6 +58,9 @@ impl Kernel {
             }
         }
         let next = (self.now + self.tick_ns) as f64;
+        if !self.pending_flushes.is_empty() {
+            self.deliver_pending_flushes(next);
+        }
         self.inflight.retain(|r| r.end > next);
     }
 
@@ -63,14 +74,8 @@ impl Kernel {
         let mut streams: Vec<(usize, usize, u64, u64, usize)> = Vec::new();
         for c in &self.cpus {
             let Some(t) = c.curr() else { continue };
-            let p = &self.tasks[t];
-            let range = match p.program.get(p.pc) {
-                Some(&Op::Sweep { vma, first, npages, .. }) | Some(&Op::SweepFor { vma, first, npages, .. }) => Some((vma, first, first + npages)),
-                Some(&Op::LinearAccess { vma, npages, .. }) => Some((vma, 0, npages)),
-                _ => None,
-            };
-            if let Some((vma, lo, hi)) = range {
-                streams.push((p.mm, vma, lo, hi, t));
+            if let Some((vma, lo, hi)) = self.stream_of(t) {
+                streams.push((self.tasks[t].mm, vma, lo, hi, t));
             }
         }
         if streams.len() < 2 {

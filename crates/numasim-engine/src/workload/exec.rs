@@ -126,12 +126,6 @@ impl Kernel {
     pub fn run_task_begin(&mut self, t: usize) -> TickRun {
         let tick = self.tick_ns as f64;
         let mut b = tick;
-        let debt = self.tasks[t].sys_debt_ns;
-        if debt > 0.0 {
-            let pay = debt.min(b);
-            b -= pay;
-            self.tasks[t].sys_debt_ns -= pay;
-        }
         let wait = self.tasks[t].wait_debt_ns;
         if wait > 0.0 {
             // sleeping, e.g. in migration_entry_wait: the tick passes without work
@@ -140,8 +134,15 @@ impl Kernel {
             self.tasks[t].wait_debt_ns -= pay;
         }
         if self.host_steal_ns > 0.0 {
-            // a VM's vCPU waiting for a host core: the tick passes without work
-            b -= self.host_steal_ns.min(b);
+            // a VM's vCPU waiting for a host core, for its share of the time it is busy: kernel
+            // work (the debts) needs a host core as much as user work
+            b -= self.host_steal_ns * b / tick;
+        }
+        let debt = self.tasks[t].sys_debt_ns;
+        if debt > 0.0 {
+            let pay = debt.min(b);
+            b -= pay;
+            self.tasks[t].sys_debt_ns -= pay;
         }
         self.unpin_completed_io(t);
         // A SIGKILL due in this tick: the task runs until then, then exits. It acts on the way
@@ -353,7 +354,11 @@ impl Kernel {
             // pages isolated by the call stay where they were queued
             let chunk: Vec<_> = pages[done..end].iter().copied().filter(|p| wanted(self, p)).collect();
             self.tasks[t].syscall = Some((pages, end));
+            if self.timed_migrators.contains(&t) {
+                self.call_clock = Some(crate::mm::migration_entry::CallClock { caller: t, at: self.now as f64 + (self.tick_ns as f64 - *b), left: *b });
+            }
             let out = self.migrate_pages(&chunk, to, cpu, MigrateMode::Sync);
+            self.call_clock = None;
             self.lru_add_drain(cpu); // LRU caching is disabled during the call
             self.charge_sys(t, out.cost, b);
             let batched = self.feature(crate::features::Feature::MigrateBatchFlush);
@@ -454,7 +459,7 @@ impl Kernel {
             let mut seg_end = ((blk as u64 + 1) * BLOCK_PAGES).min(end);
             // interleaved: stop at a page another thread's fault is still changing
             let mut race_at = None;
-            if self.il.is_some() && !self.inflight.is_empty() {
+            if !self.inflight.is_empty() {
                 let at = self.now as f64 + (self.tick_ns as f64 - *b);
                 let lo = idx + (frac > 0.0) as u64;
                 if let Some(s) = self.inflight_stop(t, mm, vma, lo, seg_end, at) {
