@@ -25,7 +25,7 @@ endif
 help:
 	@echo "make setup   create .venv, install pinned tools, build the engine (PGO=0: no profile-guided build)"
 	@echo "make run     reproduce autonuma-balancing (prints the table)"
-	@echo "make test    cargo tests + pytest"
+	@echo "make test    cargo tests + pytest (one worker per CPU, pytest-xdist)"
 	@echo "make bench   simulator speed (numasim bench)"
 	@echo "make lint    cargo clippy + python compileall"
 	@echo "make system-deps  install the missing Debian packages of system-packages.txt (chromium, ...)"
@@ -58,7 +58,7 @@ run: setup
 
 test: setup system-deps fuzz-engine
 	cargo test --release --workspace --exclude numasim-py
-	$(BIN)/pytest -q tests
+	$(BIN)/pytest -q -n auto --dist loadfile tests
 
 bench: setup
 	$(BIN)/numasim bench
