@@ -69,12 +69,16 @@ def _tune_spec(args):
 
     if (args.spec is None) == (args.workload is None):
         raise UsageError("give a spec file or --workload NAME (not both)")
-    if args.spec is not None:
-        if args.set:
-            raise UsageError("--set goes with --workload; a spec file sets keys in [base.set]")
-        return args.spec
-    base = {"workload": args.workload, "set": dict(parse_set(s) for s in args.set or [])}
-    return {"base": base}
+    overrides = dict(parse_set(s) for s in args.set or [])
+    if args.workload is not None:
+        return {"base": {"workload": args.workload, "set": overrides}}
+    from numasim.scenario import load_scenario
+
+    if "base" not in load_scenario(args.spec):  # a scenario file, not a spec: tune it as it is
+        return {"base": {"scenario": args.spec, "set": overrides}}
+    if overrides:
+        raise UsageError("--set goes with --workload or a scenario file; a spec sets keys in [base.set]")
+    return args.spec
 
 
 def _fmt(v) -> str:
@@ -179,9 +183,10 @@ def register(sub, command) -> None:
                  "trial, so the best is never worse.",
                  "  numasim tune --workload numa02 --minimize system_s --constraint 'elapsed_s <= default+2%'\n"
                  "  numasim tune tune.toml --trials 50 --dask local --jobs 4", cmd_tune)
-    tp.add_argument("spec", nargs="?", metavar="SPEC.toml", help="a spec with [base] and an optional [tune] table")
+    tp.add_argument("spec", nargs="?", metavar="SPEC.toml",
+                    help="a spec with [base] and an optional [tune] table, or a scenario file to tune as it is")
     tp.add_argument("--workload", "-w", help="tune this built-in workload instead of a spec's base (balancing on)")
-    tp.add_argument("--set", action="append", metavar="KEY=VALUE", help=SET_HELP + "; with --workload")
+    tp.add_argument("--set", action="append", metavar="KEY=VALUE", help=SET_HELP + "; with --workload or a scenario file")
     tp.add_argument("--minimize", metavar="METRIC", help="the objective: elapsed_s, system_s, a counter, ...")
     tp.add_argument("--maximize", metavar="METRIC", help="the objective, to maximise (e.g. hint_local_pct)")
     tp.add_argument("--constraint", action="append", metavar="EXPR",

@@ -80,8 +80,10 @@ def heatmap_figure(df, x: str, y: str, z: str):
     im = ax.imshow(grid.to_numpy(dtype=float), aspect="auto", origin="lower", cmap="viridis")
     ax.set_xticks(range(grid.shape[1]), [str(v) for v in grid.columns])
     ax.set_yticks(range(grid.shape[0]), [str(v) for v in grid.index])
-    for (i, j), v in np.ndenumerate(grid.to_numpy(dtype=float)):
-        ax.text(j, i, f"{v:.3g}", ha="center", va="center", color="w", fontsize=8)
+    values = grid.to_numpy(dtype=float)
+    mid = (np.nanmin(values) + np.nanmax(values)) / 2
+    for (i, j), v in np.ndenumerate(values):  # dark text on the bright (high) cells
+        ax.text(j, i, f"{v:.3g}", ha="center", va="center", color="k" if v > mid else "w", fontsize=8)
     ax.set_xlabel(_short(x))
     ax.set_ylabel(_short(y))
     fig.colorbar(im, ax=ax, label=z)
