@@ -14,7 +14,8 @@ later block may read what an earlier one saved, as a reader following along woul
 A block without a language is an error: every block says what it is.
 
 Files the docs name as the reader's own are provided in the session directory:
-`my-scenario.toml` and `my.toml` hold the small numa02 scenario of tests/fixtures/good.
+`my-scenario.toml` and `my.toml` hold the small numa02 scenario of tests/fixtures/good, and
+`my-sweep.toml` a sweep spec over it (MY_SWEEP: 2 scan delays x 2 kernels).
 
 A command line ending in the visible marker `(skipped by tests/test_docs.py: REASON)` is left
 out (with its continuation lines). They are kept to those that cannot run here or quickly,
@@ -30,6 +31,9 @@ and SKIPPED below lists them, so a new one fails this test until it is justified
   test-vm`: boot Debian kernels in QEMU (`make test-vm`); `validate --vm-result` re-reads that
   boot's console log (tests/test_calibrate.py does so with `--calibrate`).
 - `numasim hostrun` (README, docs/realkernel.md): needs a NUMA host (it refuses one node).
+- `pip install 'numasim[sweep]'` (docs/sweeps.md): installs packages (the test venv has them, from
+  requirements-dev.txt); its `dask scheduler`/`dask worker`/`numasim sweep --dask tcp://...` lines
+  and the Slurm script need a cluster (tests/test_sweep.py runs `--dask local`, a real scheduler).
 - `make fuzz` (docs/fuzzing.md): 10^6 fuzzing inputs, ~12 min; tests/test_fuzz.py runs 25 s of it.
 
 No command is substituted: the rest runs at the size the docs give (~1 min in all).
@@ -63,7 +67,16 @@ SKIPPED = {
                            "numasim validate two-processes-4k", "numasim validate two-processes-4k",
                            "numasim hostrun my.toml", "make test-vm"],
     "docs/fuzzing.md": ["make fuzz"],
+    "docs/sweeps.md": ["pip install 'numasim[sweep]'", "dask scheduler --port", "dask worker tcp://head:8786",
+                       "numasim sweep knobs.toml", "python slurm_sweep.py"],
 }
+MY_SWEEP = """[base]
+scenario = "my-scenario.toml"
+
+[axes]
+"kernel.sysctl.numa_balancing_scan_delay_ms" = [100, 1000]
+kernel = ["6.1", "6.12"]
+"""
 
 
 def blocks(path: Path) -> list:
@@ -119,6 +132,7 @@ def test_skip_markers_are_the_listed_few():
 def _session(tmp_path: Path) -> dict:
     for name in ("my-scenario.toml", "my.toml"):
         (tmp_path / name).write_text(SMALL_NUMA02.read_text(encoding="utf-8"), encoding="utf-8")
+    (tmp_path / "my-sweep.toml").write_text(MY_SWEEP, encoding="utf-8")
     env = dict(os.environ)
     env.pop("NUMASIM_BACKTRACE", None)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"

@@ -26,6 +26,22 @@ from numasim.scenario import DEFAULT_MACHINE, load_scenario
 
 __version__ = "0.1.0"
 
+
+def sweep(spec, out=None, **kwargs):
+    """Run a sweep spec and return its DataFrame, a row per point (numasim.sweeps.sweep;
+    docs/sweeps.md)."""
+    from numasim.sweeps import sweep as run_sweep
+
+    return run_sweep(spec, out, **kwargs)
+
+
+def tune(spec, **kwargs):
+    """Search the scan sysctls for an objective under constraints (numasim.tuning.tune;
+    docs/sweeps.md)."""
+    from numasim.tuning import tune as run_tune
+
+    return run_tune(spec, **kwargs)
+
 # Submodules reachable as attributes after `import numasim` (numasim.progress.Progress(),
 # numasim.storage.load_result, ...), imported on first use: matplotlib and pyarrow stay
 # unloaded until needed.
@@ -41,6 +57,8 @@ def __getattr__(name):
 
 __all__ = [
     "run",
+    "sweep",
+    "tune",
     "resolve",
     "load_scenario",
     "Result",

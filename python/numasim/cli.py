@@ -355,10 +355,13 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 
 
 def main(argv=None) -> int:
+    from numasim.cli_sweep import expand
+
+    argv = expand(sys.argv[1:] if argv is None else list(argv))
     args = build_parser().parse_args(argv)
     warnings.showwarning = _show_warning
     try:
-        check_utf8_args(sys.argv[1:] if argv is None else argv)
+        check_utf8_args(argv)
         return args.func(args) or 0
     except UsageError as exc:  # a NumasimError without a location
         _error("", str(exc))

@@ -153,4 +153,7 @@ def build_parser(handlers: dict) -> argparse.ArgumentParser:
     from numasim import fidelity
 
     fidelity.register(sub, _command)
+    from numasim import cli_sweep
+
+    cli_sweep.register(sub, _command)  # numasim sweep (run, plot), tune
     return p

@@ -82,28 +82,37 @@ def _worker(key, toml_text: str):
     return run_one(toml_text, _reporter(key, q, sent)), sent[0]
 
 
-def run_scenarios(scenarios: dict, jobs: int = 2, status=None, stop_on_error: bool = False) -> dict:
+def run_scenarios(scenarios: dict, jobs: int = 2, status=None, stop_on_error: bool = False,
+                  on_result=None, pool=None) -> dict:
     """Run {key: scenario TOML} in ``jobs`` processes (in this one for a single job or run);
     returns {key: run_one's pair}. ``status`` (a progress.RunsProgress) hears each run start,
     advance and finish. ``stop_on_error``: stop at the first run that fails (the runs not done
-    are left out)."""
+    are left out). ``on_result(key, pair)`` is called as each run finishes, before ``status``
+    hears of it. ``pool``: an open (process_pool, its progress queue) to use instead of new
+    processes (their start-up is then paid once for several calls)."""
     keys = list(scenarios)
     out: dict = {}
-    if jobs <= 1 or len(keys) <= 1:
+    if pool is None and (jobs <= 1 or len(keys) <= 1):
         for k in keys:
             if status is not None:
                 status.start(k)
             cb = (lambda s, m, e, d, k=k: status.update(k, d)) if status is not None else None
             out[k] = run_one(scenarios[k], cb)
+            if on_result is not None:
+                on_result(k, out[k])
             if status is not None:
                 status.finish(k)
             if stop_on_error and out[k][0] != "ok":
                 break
         return out
-    q = multiprocessing.get_context("spawn").Queue() if status is not None else None
+    if pool is None:
+        q = multiprocessing.get_context("spawn").Queue() if status is not None else None
+        opened = process_pool(min(jobs, len(keys)), q)
+    else:
+        opened, q = contextlib.nullcontext(pool[0]), pool[1]
     heard: dict = {}  # key -> reports received
     try:
-        with process_pool(min(jobs, len(keys)), q) as pool:
+        with opened as pool:
             futures = {pool.submit(_worker, k, scenarios[k]): k for k in keys}
             pending = set(futures)
             while pending:
@@ -112,8 +121,10 @@ def run_scenarios(scenarios: dict, jobs: int = 2, status=None, stop_on_error: bo
                 for f in done:
                     k = futures[f]
                     out[k], sent = f.result()
+                    if on_result is not None:
+                        on_result(k, out[k])
+                    _drain(q, status, out, heard, until=(k, sent))
                     if status is not None:
-                        _drain(q, status, out, heard, until=(k, sent))
                         status.finish(k)
                 if stop_on_error and any(v[0] != "ok" for v in out.values()):
                     raise _Stop  # terminates the workers still running
@@ -139,5 +150,5 @@ def _drain(q, status, finished, heard, until=None) -> None:
         except (queue_module.Empty, OSError, ValueError):
             return
         heard[key] = heard.get(key, 0) + 1
-        if key not in finished or (until is not None and key == until[0]):
+        if status is not None and (key not in finished or (until is not None and key == until[0])):
             status.update(key, done)
