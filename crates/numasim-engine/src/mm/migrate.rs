@@ -6,6 +6,7 @@
 use crate::arch::x86::tlb::TlbBatch;
 use crate::features::Feature;
 use crate::kernel::Kernel;
+use crate::mm::access_notifier::AccessNotifier;
 use crate::mm::pgtable::BLOCK_PAGES;
 use crate::mm::rmap::PageRef;
 use crate::mm::types::VM_WRITE;
@@ -135,7 +136,7 @@ impl Kernel {
         }
         self.mms[p.mm].vmas[p.vma].pt.split_folio(head);
         out.cost += nr as f64 * self.cost.pte_update_ns;
-        self.sampler_folio_split(p.mm, p.vma, head, nr);
+        self.access_notify_folio_split(p.mm, p.vma, head, nr);
         split.extend((head..head + nr).map(|idx| PageRef { idx, ..p }));
         true
     }
@@ -219,7 +220,7 @@ impl Kernel {
                 // PTE is read-only (a later write takes a write-protect fault)
                 pt.make_present(i, writable_entry && writable_vma);
             }
-            self.sampler_moved(p.mm, p.vma, i, src, target);
+            self.access_notify_moved(p.mm, p.vma, i, src, target);
             self.free_page(src);
         }
         // the new folio joins the LRU through the migrating CPU's batch (migrate_folio_move)

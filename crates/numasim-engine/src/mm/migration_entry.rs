@@ -25,8 +25,10 @@
 //! than at its remap for a thread that passes it before the unmap.
 
 use crate::kernel::Kernel;
+use crate::mm::access_notifier::AccessNotifier;
 use crate::mm::fault_race::{FaultKind, InFlight};
 use crate::mm::rmap::PageRef;
+use crate::topology::MAX_NODES;
 use crate::vmstat::VmEvent;
 use crate::workload::Op;
 
@@ -119,6 +121,37 @@ impl Kernel {
         self.tasks[t].migration_wait_ns += wait;
         self.asleep.push((t, at + e / 2.0, awake));
         (e, wait)
+    }
+
+    /// Threads of a process whose accesses are modelled (mm/access_notifier.rs) that touch
+    /// `pages` while they are unmapped for migration wait on their migration entries until the
+    /// remap: batched (v6.3) for the whole `duration_ns`, one folio at a time for its share.
+    /// Off the CPU, not system time.
+    // mm/migrate.c: migration_entry_wait
+    pub fn migration_entry_stalls(&mut self, pages: &[PageRef], duration_ns: f64, batched: bool) {
+        let Some(first) = pages.first() else { return };
+        let mm = first.mm;
+        let window = if batched { duration_ns } else { duration_ns / pages.len() as f64 };
+        // the wait depends on the thread's node only: ask once per node
+        let mut wait_on = [None; MAX_NODES];
+        for c in 0..self.cpus.len() {
+            let Some(t) = self.cpus[c].curr().filter(|&t| self.tasks[t].mm == mm) else {
+                continue;
+            };
+            let node = self.topo.cpu_node[c];
+            let wait = match wait_on[node] {
+                Some(w) => w,
+                None => {
+                    let Some(w) = self.access_migration_entry_wait_ns(pages, node, window, batched) else {
+                        return;
+                    };
+                    wait_on[node] = Some(w);
+                    w
+                }
+            };
+            self.tasks[t].wait_debt_ns += wait;
+            self.tasks[t].migration_wait_ns += wait;
+        }
     }
 
     /// Deliver the pending flushes sent before absolute ns `until`: a target CPU whose task is

@@ -1,5 +1,6 @@
 //! Memory management, one module per kernel file (mm/).
 
+pub mod access_notifier;
 pub mod fault_race;
 pub mod huge_memory;
 pub mod memory;

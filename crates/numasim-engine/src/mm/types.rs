@@ -64,7 +64,8 @@ pub struct Mm {
     pub cpumask: Vec<bool>,
     /// v6.14+: next time (ns) a flush may IPI stale cpumask members to trim them.
     pub next_trim_cpumask: u64,
-    /// Index in `Kernel::samplers` of this process's random-access distribution.
+    /// Index in `Kernel::samplers` of this process's random-access distribution: its
+    /// subscription to mm/access_notifier.rs.
     pub sampler: Option<usize>,
     /// Pages pinned for direct I/O (pin_user_pages): (task, vma, first page, pages).
     pub io_pins: Vec<(usize, usize, u64, u64)>,

@@ -8,7 +8,8 @@
 //! first toucher is exact in distribution and the cost follows the number of NUMA events.
 //!
 //! `sampler.rs`: the distribution and its draws; `calendar.rs`, `first_touch.rs`: the pending
-//! page events; `access.rs`: the access loop; `notifier.rs`: the hooks mm calls; `race.rs`: what its threads do to a page the kernel is working on.
+//! page events; `access.rs`: the access loop; `notifier.rs`: what mm tells the model
+//! (mm/access_notifier.rs); `race.rs`: what its threads do to a page the kernel is working on.
 
 mod access;
 mod calendar;

@@ -1,9 +1,11 @@
-//! The kernel-side hooks of the access model: mm tells the sampler of a VMA of the page-table
-//! changes that decide its probability mass and fault events.
+//! The access model's side of mm/access_notifier.rs: page-table changes reach the sampler of
+//! the VMA as probability mass and fault events.
 
 use super::sampler::AccessSampler;
 use crate::kernel::Kernel;
+use crate::mm::access_notifier::AccessNotifier;
 use crate::mm::pgtable::PageEntry;
+use crate::mm::rmap::PageRef;
 
 impl Kernel {
     pub(super) fn sampler_of(&self, mm: usize, vma: usize) -> Option<usize> {
@@ -18,27 +20,8 @@ impl Kernel {
         (smp, pages)
     }
 
-    /// A page of a sampled VMA was populated on `node`.
-    pub fn sampler_populated(&mut self, mm: usize, vma: usize, idx: u64, node: usize) {
-        if let Some(s) = self.sampler_of(mm, vma) {
-            let s = &mut self.samplers[s];
-            let w = s.weight.get(idx as usize).copied().unwrap_or(0.0);
-            s.add_mass(node, w);
-        }
-    }
-
-    /// A page of a sampled VMA moved between nodes.
-    pub fn sampler_moved(&mut self, mm: usize, vma: usize, idx: u64, from: usize, to: usize) {
-        if let Some(s) = self.sampler_of(mm, vma) {
-            let s = &mut self.samplers[s];
-            let w = s.weight.get(idx as usize).copied().unwrap_or(0.0);
-            s.add_mass(from, -w);
-            s.add_mass(to, w);
-        }
-    }
-
     /// The sampler of (mm, vma) whose pages take fault events (a guest's take EPT violations,
-    /// scheduled by `sampler_refault`).
+    /// which kvm/mmu.rs notifies).
     pub fn fault_sampler(&self, mm: usize, vma: usize) -> Option<usize> {
         self.sampler_of(mm, vma).filter(|&s| self.samplers[s].kvm.is_none())
     }
@@ -59,22 +42,6 @@ impl Kernel {
         }
     }
 
-    /// The folio at [head, head + nr) was split: its pages that need a fault on their next
-    /// access (PROT_NONE) or store (read-only), so far one event for the folio, get one each
-    /// (a redraw: geometric waits are memoryless).
-    pub fn sampler_folio_split(&mut self, mm: usize, vma: usize, head: u64, nr: u64) {
-        let Some(s) = self.fault_sampler(mm, vma) else { return };
-        for i in head..head + nr {
-            let pt = &self.mms[mm].vmas[vma].pt;
-            let write_only = match (pt.protnone(i), pt.populated(i) && !pt.writable(i)) {
-                (true, _) => false,
-                (false, true) => true,
-                (false, false) => continue,
-            };
-            self.sampler_schedule(s, i, 1, write_only);
-        }
-    }
-
     /// `sampler_needs_fault_range` on sampler `s` (from `fault_sampler`, looked up once for
     /// many ranges), and a guest's refault.
     pub fn sampler_schedule(&mut self, s: usize, first: u64, n: u64, write_only: bool) {
@@ -88,10 +55,39 @@ impl Kernel {
             smp.schedule_with(pages, first, p, write_only);
         }
     }
+}
 
-    /// A guest's SPTEs of [first, first + n) were zapped: the next access to any of them takes an
-    /// EPT violation (one event for a huge SPTE).
-    pub fn sampler_refault(&mut self, s: usize, first: u64, n: u64) {
-        self.sampler_schedule(s, first, n, false);
+impl AccessNotifier for Kernel {
+    fn access_subscription(&self, mm: usize, vma: usize) -> Option<usize> {
+        self.fault_sampler(mm, vma)
+    }
+
+    fn access_notify_populated(&mut self, mm: usize, vma: usize, idx: u64, node: usize) {
+        if let Some(s) = self.sampler_of(mm, vma) {
+            let s = &mut self.samplers[s];
+            let w = s.weight.get(idx as usize).copied().unwrap_or(0.0);
+            s.add_mass(node, w);
+        }
+    }
+
+    fn access_notify_moved(&mut self, mm: usize, vma: usize, idx: u64, from: usize, to: usize) {
+        if let Some(s) = self.sampler_of(mm, vma) {
+            let s = &mut self.samplers[s];
+            let w = s.weight.get(idx as usize).copied().unwrap_or(0.0);
+            s.add_mass(from, -w);
+            s.add_mass(to, w);
+        }
+    }
+
+    fn access_notify_invalidate(&mut self, sub: usize, first: u64, n: u64, write_only: bool) {
+        self.sampler_schedule(sub, first, n, write_only);
+    }
+
+    fn access_concurrent_fault(&mut self, t: usize, vma: usize, idx: u64, window_ns: f64) -> Option<usize> {
+        self.concurrent_fault_race(t, vma, idx, window_ns)
+    }
+
+    fn access_migration_entry_wait_ns(&self, pages: &[PageRef], node: usize, window: f64, batched: bool) -> Option<f64> {
+        self.migration_entry_wait_ns(pages, node, window, batched)
     }
 }

@@ -2,13 +2,14 @@
 //! hitting a page under a hint-fault migration, threads meeting migration entries.
 
 use crate::kernel::Kernel;
+use crate::mm::rmap::PageRef;
 use crate::topology::MAX_NODES;
 
 impl Kernel {
     /// Does another thread of the process touch page `idx` while the faulting task `t` has it
     /// isolated for `window_ns`? Returns that thread. (v5.13 changelog: the second thread takes
     /// the hint fault too, fails folio_isolate_lru and maps the page.)
-    pub fn concurrent_fault_race(&mut self, t: usize, vma: usize, idx: u64, window_ns: f64) -> Option<usize> {
+    pub(super) fn concurrent_fault_race(&mut self, t: usize, vma: usize, idx: u64, window_ns: f64) -> Option<usize> {
         let mm = self.tasks[t].mm;
         let s = self.sampler_of(mm, vma)?;
         let p = self.samplers[s].weight.get(idx as usize).copied().unwrap_or(0.0);
@@ -44,53 +45,26 @@ impl Kernel {
         self.sampler_threads[s].iter().copied().filter(|&o| o != t).nth(pick as usize)
     }
 
-    /// Threads of a random-access process that touch a page while it is unmapped for migration
-    /// wait on its migration entry until it is remapped. Batched (v6.3), the pages of a batch
-    /// are unmapped one by one, flushed once, then copied and remapped one by one, so each is
-    /// unmapped for about half the batch's `duration_ns` D; a thread with h expected hits in that
-    /// time waits about D/4 for a hit, at most once (D/4 * h/(h+1)). One folio at a time, each
-    /// page is unmapped for D/n only. Off the CPU, not system time.
-    // mm/migrate.c: migration_entry_wait
-    pub fn migration_entry_stalls(&mut self, pages: &[crate::mm::rmap::PageRef], duration_ns: f64, batched: bool) {
-        let Some(first) = pages.first() else { return };
-        let Some(s) = self.sampler_of(first.mm, first.vma) else {
-            return;
-        };
-        let mass: f64 = pages.iter().map(|p| self.samplers[s].weight.get(p.idx as usize).copied().unwrap_or(0.0)).sum();
-        let mm = first.mm;
-        let window = if batched { duration_ns } else { duration_ns / pages.len() as f64 };
-        // the wait depends on the thread's node only: compute it once per node
-        let mut wait_on = [None; MAX_NODES];
-        for c in 0..self.cpus.len() {
-            let Some(t) = self.cpus[c].curr().filter(|&t| self.tasks[t].mm == mm) else {
-                continue;
-            };
-            let node = self.topo.cpu_node[c];
-            let wait = match wait_on[node] {
-                Some(w) => w,
-                None => {
-                    let w = self.migration_entry_wait_ns(s, node, pages, window, mass, batched);
-                    wait_on[node] = Some(w);
-                    w
-                }
-            };
-            self.tasks[t].wait_debt_ns += wait;
-            self.tasks[t].migration_wait_ns += wait;
-        }
-    }
-
-    /// Expected migration-entry wait of one thread on `node` (see `migration_entry_stalls`).
-    fn migration_entry_wait_ns(&self, s: usize, node: usize, pages: &[crate::mm::rmap::PageRef], window: f64, mass: f64, batched: bool) -> f64 {
+    /// Expected migration-entry wait of a thread on `node` that touches `pages` (one VMA's)
+    /// while they are unmapped for migration, each for `window` ns (all at once, if
+    /// `batched`). Batched (v6.3), the pages of a batch are unmapped one by one, flushed once,
+    /// then copied and remapped one by one, so each is unmapped for about half the batch's
+    /// duration D; a thread with h expected hits in that time waits about D/4 for a hit, at most
+    /// once (D/4 * h/(h+1)). One folio at a time, each page is unmapped for D/n only.
+    pub(super) fn migration_entry_wait_ns(&self, pages: &[PageRef], node: usize, window: f64, batched: bool) -> Option<f64> {
+        let first = pages.first()?;
+        let s = self.sampler_of(first.mm, first.vma)?;
+        let w = &self.samplers[s].weight;
         let per_access = self.mean_access_ns(s, node) + self.samplers[s].overhead_ns;
-        if batched {
+        Some(if batched {
+            let mass: f64 = pages.iter().map(|p| w.get(p.idx as usize).copied().unwrap_or(0.0)).sum();
             let hits = window / 2.0 / per_access * mass;
             window / 4.0 * hits / (hits + 1.0)
         } else {
             // page k's own window is hit with probability 1 - exp(-(window / per_access) p(k))
-            let w = &self.samplers[s].weight;
             let p_hit: f64 = pages.iter().map(|p| -libm::expm1(-window / per_access * w.get(p.idx as usize).copied().unwrap_or(0.0))).sum();
             p_hit * window / 2.0
-        }
+        })
     }
 }
 
