@@ -30,7 +30,6 @@ use crate::mm::fault_race::{FaultKind, InFlight};
 use crate::mm::rmap::PageRef;
 use crate::topology::MAX_NODES;
 use crate::vmstat::VmEvent;
-use crate::workload::Op;
 
 /// Where a timed call's `migrate_pages()` started: absolute ns, and the caller's tick budget
 /// left then.
@@ -49,40 +48,6 @@ pub struct PendingFlush {
 }
 
 impl Kernel {
-    /// The pages task `t` streams over now: (vma, first, end).
-    pub fn stream_of(&self, t: usize) -> Option<(usize, u64, u64)> {
-        let p = &self.tasks[t];
-        match p.program.get(p.pc) {
-            Some(&Op::Sweep { vma, first, npages, .. }) | Some(&Op::SweepFor { vma, first, npages, .. }) => Some((vma, first, first + npages)),
-            Some(&Op::LinearAccess { vma, npages, .. }) => Some((vma, 0, npages)),
-            _ => None,
-        }
-    }
-
-    /// The first process of workload `w` (the target of its migrate_pages(2) callers).
-    pub fn workload_mm(&self, w: usize) -> Option<usize> {
-        self.tasks.iter().find(|x| x.workload == w && x.parent.is_none()).map(|x| x.mm)
-    }
-
-    /// The tasks on a CPU in a migrate_pages(2)/move_pages(2) call whose target has a thread
-    /// on a CPU in a store stream, in CPU order.
-    pub fn find_timed_migrators(&self) -> Vec<usize> {
-        let mut out = Vec::new();
-        for c in &self.cpus {
-            let Some(t) = c.curr() else { continue };
-            let p = &self.tasks[t];
-            let target = match p.program.get(p.pc) {
-                Some(&Op::MigratePages { workload, .. }) | Some(&Op::MovePages { workload, .. }) => self.workload_mm(workload),
-                _ => None,
-            };
-            let Some(mm) = target else { continue };
-            if self.cpus.iter().filter_map(|c| c.curr()).any(|s| self.tasks[s].mm == mm && self.stream_of(s).is_some()) {
-                out.push(t);
-            }
-        }
-        out
-    }
-
     /// The absolute ns at which the running timed call has done `work` ns of kernel work: the
     /// rest of its tick, then in each later tick what the host's steal leaves (run_task_begin).
     pub fn call_wall_clock(&self, work: f64) -> f64 {

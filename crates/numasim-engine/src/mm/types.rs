@@ -73,8 +73,6 @@ pub struct Mm {
     pub longterm_pins: Vec<(usize, u64, u64)>,
     /// mm->tlb_flush_pending: the last scan window's change_protection ran over [from, until) ns.
     pub tlb_flush_pending: (u64, u64),
-    /// The program's own small memory (workload/image.rs), if modelled.
-    pub image: Option<crate::workload::image::Image>,
 }
 
 impl Mm {
@@ -95,7 +93,6 @@ impl Mm {
             io_pins: Vec::new(),
             longterm_pins: Vec::new(),
             tlb_flush_pending: (0, 0),
-            image: None,
         }
     }
 

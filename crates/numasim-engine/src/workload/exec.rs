@@ -304,12 +304,6 @@ impl Kernel {
         used
     }
 
-    /// VMA `vma` of the ones workload `workload`'s first process mapped itself (after its image).
-    fn workload_vma(&self, workload: usize, vma: usize) -> usize {
-        let mm = self.tasks.iter().find(|x| x.workload == workload && x.parent.is_none()).map(|x| x.mm);
-        vma + mm.and_then(|mm| self.mms[mm].image.as_ref()).map_or(0, |i| i.first_buffer)
-    }
-
     /// migrate_pages(2) or move_pages(2) of workload `workload`'s first process: the selected
     /// pages move to `to`, resumable across ticks; returns true when the call is complete.
     // mm/mempolicy.c: kernel_migrate_pages -> migrate_to_node; mm/migrate.c: do_pages_move
