@@ -224,6 +224,18 @@ impl Kernel {
         };
     }
 
+    /// Take `cost` ns of system time from the task's budget; what does not fit becomes debt.
+    pub fn charge_sys(&mut self, t: usize, cost: f64, budget: &mut f64) {
+        let p = &mut self.tasks[t];
+        p.sys_ns += cost;
+        if cost <= *budget {
+            *budget -= cost;
+        } else {
+            p.sys_debt_ns += cost - *budget;
+            *budget = 0.0;
+        }
+    }
+
     #[inline]
     pub fn count(&mut self, e: VmEvent, n: u64) {
         self.vmstat.count(e, n);

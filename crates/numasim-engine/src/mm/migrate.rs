@@ -171,13 +171,6 @@ impl Kernel {
         self.folio_maybe_dma_pinned(p.mm, p.vma, head, nr)
     }
 
-    /// Some page of the folio at [head, head + nr) is pinned (pin_user_pages for direct I/O).
-    // include/linux/mm.h: folio_maybe_dma_pinned
-    pub fn folio_maybe_dma_pinned(&self, mm: usize, vma: usize, head: u64, nr: u64) -> bool {
-        let m = &self.mms[mm];
-        m.io_pins.iter().any(|&(_, v, first, n)| v == vma && first < head + nr && head < first + n) || m.longterm_pins.iter().any(|&(v, first, n)| v == vma && first < head + nr && head < first + n)
-    }
-
     /// Before v6.3: allocate, unmap (flushing at once), copy, remap, one folio at a time.
     // mm/migrate.c: unmap_and_move (<= v6.2)
     fn unmap_and_move(&mut self, p: PageRef, target: usize, cpu: usize, mode: MigrateMode, split: &mut Vec<PageRef>, out: &mut MigrateOutcome) {
