@@ -110,6 +110,8 @@ pub struct Kernel {
     pub lru_add: Vec<Vec<crate::mm::rmap::PageRef>>,
     /// The image of the processes of the workload being built (workload/image.rs).
     pub image_preset: crate::workload::image::ImagePreset,
+    /// Each process's own small memory, by mm, if modelled (workload/image.rs).
+    pub images: std::collections::BTreeMap<usize, crate::workload::image::Image>,
     /// A VM's host cores (`machine.host_cores`), and the ns of this tick the host takes from
     /// each busy vCPU when more vCPUs are busy than it has cores.
     pub host_cores: Option<f64>,
@@ -194,6 +196,7 @@ impl Kernel {
             trace: Default::default(),
             lru_add: vec![Vec::new(); s.machine.topology.nr_cpus()],
             image_preset: crate::workload::image::ImagePreset::None,
+            images: Default::default(),
             host_cores: s.machine.host_cores,
             steal_in_runtime: s.machine.steal_in_runtime,
             host_steal_ns: 0.0,
@@ -219,6 +222,18 @@ impl Kernel {
             }
             None => 0.0,
         };
+    }
+
+    /// Take `cost` ns of system time from the task's budget; what does not fit becomes debt.
+    pub fn charge_sys(&mut self, t: usize, cost: f64, budget: &mut f64) {
+        let p = &mut self.tasks[t];
+        p.sys_ns += cost;
+        if cost <= *budget {
+            *budget -= cost;
+        } else {
+            p.sys_debt_ns += cost - *budget;
+            *budget = 0.0;
+        }
     }
 
     #[inline]

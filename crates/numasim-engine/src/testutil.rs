@@ -97,3 +97,22 @@ pub fn place_page(k: &mut Kernel, idx: u64, node: usize) {
     k.nodes[node].used += 1;
     k.mms[mm].node_pages[node] += 1;
 }
+
+/// A pmbench process of 4 threads on intel-2s-128g (2 CPUs per node) over a 1 MiB set whose
+/// middle page (128) takes almost every access, its threads on CPUs and in their loop.
+pub fn hot_page_kernel(features: &str) -> crate::kernel::Kernel {
+    let text = format!(
+        "[machine]\nprofile = \"intel-2s-128g\"\ncpus_per_node = 2\nsmt = 1\n[kernel.features]\n{features}\n\
+         [[workload]]\nkind = \"pmbench\"\nthreads = 4\nset_mib = 1\nmap_mib = 1\npattern = \"normal\"\nshape = 0.01\nduration_s = 10.0\nimage = \"none\"\n"
+    );
+    let mut sim = Simulation::new(&parse_scenario(&text).unwrap()).unwrap();
+    while sim.k.tasks.iter().filter(|t| t.runnable() && t.parent.is_some()).count() < 4 {
+        sim.step().unwrap();
+    }
+    for cpu in 0..sim.k.cpus.len() {
+        let next = sim.k.cpus[cpu].curr().map(|t| sim.k.tasks[t].mm);
+        sim.k.switch_mm(cpu, next);
+    }
+    sim.k.collect_sampler_threads();
+    sim.k
+}

@@ -2,6 +2,7 @@
 //! (arch/x86/kvm/mmu/tdp_mmu.c, arch/x86/kvm/mmu/mmu.c).
 
 use crate::kernel::Kernel;
+use crate::mm::access_notifier::AccessNotifier;
 use crate::mm::pgtable::BLOCK_PAGES;
 
 impl Kernel {
@@ -58,7 +59,7 @@ impl Kernel {
         st.sptes_kept_pinned += kept;
         if let Some(s) = self.mms[mm].sampler {
             for (p, n) in refault {
-                self.sampler_refault(s, p, n);
+                self.access_notify_invalidate(s, p, n, false);
             }
         }
         zapped

@@ -4,6 +4,7 @@
 
 use crate::features::Feature;
 use crate::kernel::Kernel;
+use crate::mm::access_notifier::AccessNotifier;
 use crate::mm::huge_memory::HPAGE_PMD_ORDER;
 use crate::mm::mempolicy::Mempolicy;
 use crate::mm::pgtable::{PTE_DIRTY, PTE_WRITE};
@@ -68,7 +69,7 @@ impl Kernel {
         m.node_pages[node] += nr;
         self.folio_add_lru(self.tasks[t].cpu, mm, vma, head, order);
         for i in head..head + nr {
-            self.sampler_populated(mm, vma, i, node);
+            self.access_notify_populated(mm, vma, i, node);
         }
         self.count(VmEvent::Pgfault, 1);
         self.cost.fault_entry_exit_ns + self.cost.clear_page_ns * nr as f64
@@ -196,7 +197,7 @@ impl Kernel {
             } else {
                 if delay_map {
                     let window = self.cost.migrate_page_ns + nr as f64 * self.page_copy_ns(this_node, nid, target);
-                    if let Some(other) = self.concurrent_fault_race(t, vma, idx, window) {
+                    if let Some(other) = self.access_concurrent_fault(t, vma, idx, window) {
                         sys += self.racing_numa_fault(other, vma, idx, writable && preserve);
                     }
                 }

@@ -6,6 +6,7 @@
 use crate::arch::x86::tlb::TlbBatch;
 use crate::features::Feature;
 use crate::kernel::Kernel;
+use crate::mm::access_notifier::AccessNotifier;
 use crate::mm::pgtable::BLOCK_PAGES;
 use crate::mm::rmap::PageRef;
 use crate::mm::types::VM_WRITE;
@@ -135,7 +136,7 @@ impl Kernel {
         }
         self.mms[p.mm].vmas[p.vma].pt.split_folio(head);
         out.cost += nr as f64 * self.cost.pte_update_ns;
-        self.sampler_folio_split(p.mm, p.vma, head, nr);
+        self.access_notify_folio_split(p.mm, p.vma, head, nr);
         split.extend((head..head + nr).map(|idx| PageRef { idx, ..p }));
         true
     }
@@ -168,13 +169,6 @@ impl Kernel {
     pub fn folio_extra_refs(&self, p: PageRef) -> bool {
         let (head, nr) = self.folio_of(p);
         self.folio_maybe_dma_pinned(p.mm, p.vma, head, nr)
-    }
-
-    /// Some page of the folio at [head, head + nr) is pinned (pin_user_pages for direct I/O).
-    // include/linux/mm.h: folio_maybe_dma_pinned
-    pub fn folio_maybe_dma_pinned(&self, mm: usize, vma: usize, head: u64, nr: u64) -> bool {
-        let m = &self.mms[mm];
-        m.io_pins.iter().any(|&(_, v, first, n)| v == vma && first < head + nr && head < first + n) || m.longterm_pins.iter().any(|&(v, first, n)| v == vma && first < head + nr && head < first + n)
     }
 
     /// Before v6.3: allocate, unmap (flushing at once), copy, remap, one folio at a time.
@@ -219,7 +213,7 @@ impl Kernel {
                 // PTE is read-only (a later write takes a write-protect fault)
                 pt.make_present(i, writable_entry && writable_vma);
             }
-            self.sampler_moved(p.mm, p.vma, i, src, target);
+            self.access_notify_moved(p.mm, p.vma, i, src, target);
             self.free_page(src);
         }
         // the new folio joins the LRU through the migrating CPU's batch (migrate_folio_move)

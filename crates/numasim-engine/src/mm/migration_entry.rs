@@ -25,10 +25,11 @@
 //! than at its remap for a thread that passes it before the unmap.
 
 use crate::kernel::Kernel;
+use crate::mm::access_notifier::AccessNotifier;
 use crate::mm::fault_race::{FaultKind, InFlight};
 use crate::mm::rmap::PageRef;
+use crate::topology::MAX_NODES;
 use crate::vmstat::VmEvent;
-use crate::workload::Op;
 
 /// Where a timed call's `migrate_pages()` started: absolute ns, and the caller's tick budget
 /// left then.
@@ -47,40 +48,6 @@ pub struct PendingFlush {
 }
 
 impl Kernel {
-    /// The pages task `t` streams over now: (vma, first, end).
-    pub fn stream_of(&self, t: usize) -> Option<(usize, u64, u64)> {
-        let p = &self.tasks[t];
-        match p.program.get(p.pc) {
-            Some(&Op::Sweep { vma, first, npages, .. }) | Some(&Op::SweepFor { vma, first, npages, .. }) => Some((vma, first, first + npages)),
-            Some(&Op::LinearAccess { vma, npages, .. }) => Some((vma, 0, npages)),
-            _ => None,
-        }
-    }
-
-    /// The first process of workload `w` (the target of its migrate_pages(2) callers).
-    pub fn workload_mm(&self, w: usize) -> Option<usize> {
-        self.tasks.iter().find(|x| x.workload == w && x.parent.is_none()).map(|x| x.mm)
-    }
-
-    /// The tasks on a CPU in a migrate_pages(2)/move_pages(2) call whose target has a thread
-    /// on a CPU in a store stream, in CPU order.
-    pub fn find_timed_migrators(&self) -> Vec<usize> {
-        let mut out = Vec::new();
-        for c in &self.cpus {
-            let Some(t) = c.curr() else { continue };
-            let p = &self.tasks[t];
-            let target = match p.program.get(p.pc) {
-                Some(&Op::MigratePages { workload, .. }) | Some(&Op::MovePages { workload, .. }) => self.workload_mm(workload),
-                _ => None,
-            };
-            let Some(mm) = target else { continue };
-            if self.cpus.iter().filter_map(|c| c.curr()).any(|s| self.tasks[s].mm == mm && self.stream_of(s).is_some()) {
-                out.push(t);
-            }
-        }
-        out
-    }
-
     /// The absolute ns at which the running timed call has done `work` ns of kernel work: the
     /// rest of its tick, then in each later tick what the host's steal leaves (run_task_begin).
     pub fn call_wall_clock(&self, work: f64) -> f64 {
@@ -119,6 +86,37 @@ impl Kernel {
         self.tasks[t].migration_wait_ns += wait;
         self.asleep.push((t, at + e / 2.0, awake));
         (e, wait)
+    }
+
+    /// Threads of a process whose accesses are modelled (mm/access_notifier.rs) that touch
+    /// `pages` while they are unmapped for migration wait on their migration entries until the
+    /// remap: batched (v6.3) for the whole `duration_ns`, one folio at a time for its share.
+    /// Off the CPU, not system time.
+    // mm/migrate.c: migration_entry_wait
+    pub fn migration_entry_stalls(&mut self, pages: &[PageRef], duration_ns: f64, batched: bool) {
+        let Some(first) = pages.first() else { return };
+        let mm = first.mm;
+        let window = if batched { duration_ns } else { duration_ns / pages.len() as f64 };
+        // the wait depends on the thread's node only: ask once per node
+        let mut wait_on = [None; MAX_NODES];
+        for c in 0..self.cpus.len() {
+            let Some(t) = self.cpus[c].curr().filter(|&t| self.tasks[t].mm == mm) else {
+                continue;
+            };
+            let node = self.topo.cpu_node[c];
+            let wait = match wait_on[node] {
+                Some(w) => w,
+                None => {
+                    let Some(w) = self.access_migration_entry_wait_ns(pages, node, window, batched) else {
+                        return;
+                    };
+                    wait_on[node] = Some(w);
+                    w
+                }
+            };
+            self.tasks[t].wait_debt_ns += wait;
+            self.tasks[t].migration_wait_ns += wait;
+        }
     }
 
     /// Deliver the pending flushes sent before absolute ns `until`: a target CPU whose task is

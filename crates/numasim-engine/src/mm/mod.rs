@@ -1,10 +1,13 @@
 //! Memory management, one module per kernel file (mm/).
 
+pub mod access_notifier;
 pub mod fault_race;
+pub mod gup;
 pub mod huge_memory;
 pub mod memory;
 pub mod mempolicy;
 pub mod migrate;
+pub mod migrate_syscall;
 pub mod migration_entry;
 pub mod mmu_notifier;
 pub mod mprotect;

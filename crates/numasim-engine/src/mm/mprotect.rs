@@ -2,6 +2,7 @@
 
 use crate::features::Feature;
 use crate::kernel::Kernel;
+use crate::mm::access_notifier::AccessNotifier;
 use crate::mm::pgtable::{PageTable, BLOCK_PAGES};
 use crate::mm::types::{VM_SHARED, VM_WRITE};
 use crate::vmstat::VmEvent;
@@ -22,7 +23,7 @@ impl Kernel {
         let skip_pinned = self.feature(Feature::NumaSkipPinned);
         let any_pins = !self.mms[mm].io_pins.is_empty() || !self.mms[mm].longterm_pins.is_empty();
         // a sampled VMA's protected pages get their fault events as they are protected
-        let sampler = self.fault_sampler(mm, vma);
+        let sampler = self.access_subscription(mm, vma);
         let (mut changed, mut walked, mut huge) = (0, 0, 0);
         let mut i = start;
         while i < end {
@@ -49,7 +50,7 @@ impl Kernel {
                 changed += BLOCK_PAGES;
                 huge += 1;
                 if let Some(s) = sampler {
-                    self.sampler_schedule(s, head, BLOCK_PAGES, false);
+                    self.access_notify_invalidate(s, head, BLOCK_PAGES, false);
                 }
                 i = bend;
                 continue;
@@ -88,7 +89,7 @@ impl Kernel {
                     }
                 }
                 if let Some(s) = sampler {
-                    self.sampler_schedule(s, p, fend - p, false);
+                    self.access_notify_invalidate(s, p, fend - p, false);
                 }
                 p = fend;
             }

@@ -31,7 +31,7 @@ pub struct PageEntry {
     pub flags: u8,
     /// Order of the folio holding the page (0 when unpopulated).
     pub order: u8,
-    /// Generation of the page's latest random-access event (`workload/random.rs`; 1, that of
+    /// Generation of the page's latest random-access event (`workload/random/`; 1, that of
     /// the first-touch events, at the start): simulator state, not the kernel's, kept in what
     /// would be padding so that checking an event reads the line its fault needs anyway.
     pub event_gen: u8,

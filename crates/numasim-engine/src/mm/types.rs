@@ -64,7 +64,8 @@ pub struct Mm {
     pub cpumask: Vec<bool>,
     /// v6.14+: next time (ns) a flush may IPI stale cpumask members to trim them.
     pub next_trim_cpumask: u64,
-    /// Index in `Kernel::samplers` of this process's random-access distribution.
+    /// Index in `Kernel::samplers` of this process's random-access distribution: its
+    /// subscription to mm/access_notifier.rs.
     pub sampler: Option<usize>,
     /// Pages pinned for direct I/O (pin_user_pages): (task, vma, first page, pages).
     pub io_pins: Vec<(usize, usize, u64, u64)>,
@@ -72,8 +73,6 @@ pub struct Mm {
     pub longterm_pins: Vec<(usize, u64, u64)>,
     /// mm->tlb_flush_pending: the last scan window's change_protection ran over [from, until) ns.
     pub tlb_flush_pending: (u64, u64),
-    /// The program's own small memory (workload/image.rs), if modelled.
-    pub image: Option<crate::workload::image::Image>,
 }
 
 impl Mm {
@@ -94,7 +93,6 @@ impl Mm {
             io_pins: Vec::new(),
             longterm_pins: Vec::new(),
             tlb_flush_pending: (0, 0),
-            image: None,
         }
     }
 

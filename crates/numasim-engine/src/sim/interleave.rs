@@ -9,6 +9,7 @@
 
 use crate::kernel::Kernel;
 use crate::workload::exec::TickRun;
+use crate::workload::Op;
 
 /// `run.interleave_max_threads` by default: off. Threads of equal costs that start together
 /// stay in step in the model, where real ones drift apart, so every fault of one becomes a
@@ -109,6 +110,35 @@ impl Kernel {
             g.sort_by_key(|&t| self.tasks[t].cpu);
         }
         groups
+    }
+
+    /// The pages task `t` streams over now: (vma, first, end).
+    fn stream_of(&self, t: usize) -> Option<(usize, u64, u64)> {
+        let p = &self.tasks[t];
+        match p.program.get(p.pc) {
+            Some(&Op::Sweep { vma, first, npages, .. }) | Some(&Op::SweepFor { vma, first, npages, .. }) => Some((vma, first, first + npages)),
+            Some(&Op::LinearAccess { vma, npages, .. }) => Some((vma, 0, npages)),
+            _ => None,
+        }
+    }
+
+    /// The tasks on a CPU in a migrate_pages(2)/move_pages(2) call whose target has a thread
+    /// on a CPU in a store stream, in CPU order.
+    fn find_timed_migrators(&self) -> Vec<usize> {
+        let mut out = Vec::new();
+        for c in &self.cpus {
+            let Some(t) = c.curr() else { continue };
+            let p = &self.tasks[t];
+            let target = match p.program.get(p.pc) {
+                Some(&Op::MigratePages { workload, .. }) | Some(&Op::MovePages { workload, .. }) => self.workload_mm(workload),
+                _ => None,
+            };
+            let Some(mm) = target else { continue };
+            if self.cpus.iter().filter_map(|c| c.curr()).any(|s| self.tasks[s].mm == mm && self.stream_of(s).is_some()) {
+                out.push(t);
+            }
+        }
+        out
     }
 
     /// Run the tasks of `group` interleaved: always the one with the earliest instant, until it

@@ -4,39 +4,10 @@
 use super::Op;
 use crate::cost::PAGE_SIZE;
 use crate::kernel::Kernel;
-use crate::mm::migrate::{MigrateMode, NR_MAX_BATCHED_MIGRATION};
+use crate::mm::migrate_syscall::PageSelection;
 use crate::mm::pgtable::BLOCK_PAGES;
-use crate::mm::pgtable::NO_NODE;
-use crate::mm::rmap::PageRef;
 use crate::sched::task::{SweepState, TaskState};
 use crate::topology::MAX_NODES;
-
-/// Which pages a migration system call moves.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum PageSelection {
-    /// migrate_pages(2): every page on this node
-    Node(usize),
-    /// move_pages(2): the pages of a range of one VMA
-    Range { vma: usize, first: u64, npages: u64 },
-}
-
-impl PageSelection {
-    fn matches_node(&self, node: usize) -> bool {
-        match *self {
-            PageSelection::Node(n) => n == node,
-            PageSelection::Range { .. } => true,
-        }
-    }
-
-    /// Page index range of VMA `vma` (of `len` pages) to look at.
-    fn range(&self, vma: usize, len: u64) -> (u64, u64) {
-        match *self {
-            PageSelection::Node(_) => (0, len),
-            PageSelection::Range { vma: v, first, npages } if v == vma => (first.min(len), (first + npages).min(len)),
-            PageSelection::Range { .. } => (0, 0),
-        }
-    }
-}
 
 /// What is left of a task's tick after `run_task_begin`.
 #[derive(Debug, Clone, Copy)]
@@ -62,27 +33,7 @@ impl Kernel {
         let len = self.mms[mm].vmas[vma].pt.len();
         let slots = (len / pages.max(1)).max(1);
         let first = (self.samplers[s].rng_next() % slots) * pages;
-        self.mms[mm].io_pins.push((t, vma, first, pages.min(len - first)));
-    }
-
-    /// Take `cost` ns of system time from the task's budget; what does not fit becomes debt.
-    pub fn charge_sys(&mut self, t: usize, cost: f64, budget: &mut f64) {
-        let p = &mut self.tasks[t];
-        p.sys_ns += cost;
-        if cost <= *budget {
-            *budget -= cost;
-        } else {
-            p.sys_debt_ns += cost - *budget;
-            *budget = 0.0;
-        }
-    }
-
-    /// The I/O task `t` waited for has completed: its pages are unpinned (unpin_user_pages).
-    fn unpin_completed_io(&mut self, t: usize) {
-        let mm = self.tasks[t].mm;
-        if !self.mms[mm].io_pins.is_empty() {
-            self.mms[mm].io_pins.retain(|pin| pin.0 != t);
-        }
+        self.pin_user_pages(t, vma, first, pages.min(len - first));
     }
 
     /// `clock` of the running task with `budget_left` ns of its tick still to run.
@@ -105,7 +56,7 @@ impl Kernel {
                 continue;
             }
             self.tasks[t].numa.work_pending = false;
-            self.unpin_completed_io(t);
+            self.unpin_user_pages(t);
             self.clock = self.now + debts as u64;
             let c = self.task_numa_work(t);
             // paid from the tick's budget in run_task, as the debts before it
@@ -144,7 +95,7 @@ impl Kernel {
             b -= pay;
             self.tasks[t].sys_debt_ns -= pay;
         }
-        self.unpin_completed_io(t);
+        self.unpin_user_pages(t);
         // A SIGKILL due in this tick: the task runs until then, then exits. It acts on the way
         // back to user space, so not before the task's debts (kernel work) are paid.
         let kill = self.tasks[t].kill_at.filter(|&at| at < self.now + self.tick_ns && b > 0.0).map(|at| at.saturating_sub(self.now) as f64);
@@ -241,19 +192,20 @@ impl Kernel {
                     }
                 }
                 Op::MigratePages { workload, from, to } => {
-                    if self.sys_migrate(t, workload, PageSelection::Node(from), to, &mut b) {
+                    let target = self.workload_mm(workload);
+                    if self.sys_migrate(t, target, PageSelection::Node(from), to, &mut b) {
                         self.tasks[t].pc += 1;
                     }
                 }
                 Op::MovePages { workload, vma, first, npages, to } => {
                     let vma = self.workload_vma(workload, vma);
-                    if self.sys_migrate(t, workload, PageSelection::Range { vma, first, npages }, to, &mut b) {
+                    let target = self.workload_mm(workload);
+                    if self.sys_migrate(t, target, PageSelection::Range { vma, first, npages }, to, &mut b) {
                         self.tasks[t].pc += 1;
                     }
                 }
                 Op::PinLongterm { vma, first, npages } => {
-                    let mm = self.tasks[t].mm;
-                    self.mms[mm].longterm_pins.push((vma, first, npages));
+                    self.pin_user_pages_longterm(t, vma, first, npages);
                     self.tasks[t].pc += 1;
                 }
                 Op::DirectIo { pages, ns } => {
@@ -302,73 +254,6 @@ impl Kernel {
             self.task_exit(t, used);
         }
         used
-    }
-
-    /// VMA `vma` of the ones workload `workload`'s first process mapped itself (after its image).
-    fn workload_vma(&self, workload: usize, vma: usize) -> usize {
-        let mm = self.tasks.iter().find(|x| x.workload == workload && x.parent.is_none()).map(|x| x.mm);
-        vma + mm.and_then(|mm| self.mms[mm].image.as_ref()).map_or(0, |i| i.first_buffer)
-    }
-
-    /// migrate_pages(2) or move_pages(2) of workload `workload`'s first process: the selected
-    /// pages move to `to`, resumable across ticks; returns true when the call is complete.
-    // mm/mempolicy.c: kernel_migrate_pages -> migrate_to_node; mm/migrate.c: do_pages_move
-    fn sys_migrate(&mut self, t: usize, workload: usize, sel: PageSelection, to: usize, b: &mut f64) -> bool {
-        let target = self.tasks.iter().find(|x| x.workload == workload && x.parent.is_none()).map(|x| x.mm);
-        let Some(mm) = target.filter(|&mm| !self.mms[mm].exited && self.mms[mm].users > 0) else {
-            self.tasks[t].syscall = None;
-            return true; // -ESRCH
-        };
-        let wanted = |k: &Kernel, p: &PageRef| {
-            let node = k.mms[p.mm].vmas[p.vma].pt.nid(p.idx);
-            node != NO_NODE && node as usize != to && sel.matches_node(node as usize)
-        };
-        if self.tasks[t].syscall.is_none() {
-            // lru_cache_disable: every CPU's LRU add batch is drained, and stays off for the call
-            self.lru_add_drain_all();
-            // queue_pages_range / add_folio_for_migration: isolate the selected folios, each once
-            let mut pages = Vec::new();
-            for (vma, v) in self.mms[mm].vmas.iter().enumerate() {
-                let (lo, hi) = sel.range(vma, v.pt.len());
-                let mut idx = lo;
-                while idx < hi {
-                    let (head, nr) = if v.pt.populated(idx) { v.pt.folio(idx) } else { (idx, 1) };
-                    let p = PageRef { mm, vma, idx: head.max(lo) };
-                    if wanted(self, &p) {
-                        pages.push(p);
-                    }
-                    idx = head + nr;
-                }
-            }
-            let walk = pages.len() as f64 * self.cost.pte_update_ns;
-            self.tasks[t].syscall = Some((pages, 0));
-            self.charge_sys(t, walk, b);
-        }
-        let cpu = self.tasks[t].cpu;
-        while *b > 0.0 {
-            let (pages, done) = self.tasks[t].syscall.take().expect("call in progress");
-            if done >= pages.len() {
-                return true;
-            }
-            let end = (done + NR_MAX_BATCHED_MIGRATION).min(pages.len());
-            // pages isolated by the call stay where they were queued
-            let chunk: Vec<_> = pages[done..end].iter().copied().filter(|p| wanted(self, p)).collect();
-            self.tasks[t].syscall = Some((pages, end));
-            if self.timed_migrators.contains(&t) {
-                self.call_clock = Some(crate::mm::migration_entry::CallClock { caller: t, at: self.now as f64 + (self.tick_ns as f64 - *b), left: *b });
-            }
-            let out = self.migrate_pages(&chunk, to, cpu, MigrateMode::Sync);
-            self.call_clock = None;
-            self.lru_add_drain(cpu); // LRU caching is disabled during the call
-            self.charge_sys(t, out.cost, b);
-            let batched = self.feature(crate::features::Feature::MigrateBatchFlush);
-            self.migration_entry_stalls(&chunk, out.cost, batched);
-        }
-        let finished = self.tasks[t].syscall.as_ref().is_some_and(|(p, d)| *d >= p.len());
-        if finished {
-            self.tasks[t].syscall = None;
-        }
-        finished
     }
 
     /// pmbench's linear pattern: the warm-up pass, then the timed loop for `duration_ns` of wall

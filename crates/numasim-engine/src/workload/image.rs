@@ -127,13 +127,13 @@ impl Kernel {
             img.free_stacks = self.map_thread_stacks(mm, l, threads);
         }
         img.first_buffer = self.mms[mm].vmas.len();
-        self.mms[mm].image = Some(img);
+        self.images.insert(mm, img);
     }
 
     /// After the workload's buffers: the libraries' writable segments and, for numaw, the
     /// thread stacks; the main thread's stack on top.
     pub fn map_image_high(&mut self, mm: usize) {
-        let Some(mut img) = self.mms[mm].image.take() else { return };
+        let Some(mut img) = self.images.remove(&mm) else { return };
         let (Some(l), threads) = (img.preset.and_then(layout), img.threads) else { return };
         if l.thread_stacks_above {
             img.free_stacks = self.map_thread_stacks(mm, l, threads);
@@ -144,7 +144,7 @@ impl Kernel {
         }
         let i = self.mmap_image(mm, l.stack.kib / 4, IMAGE_FLAGS);
         img.main_pages.push((i, l.stack.touched));
-        self.mms[mm].image = Some(img);
+        self.images.insert(mm, img);
         // the process's first task is the exec'd program: it sets its image up first
         if let Some(main) = self.tasks.iter().position(|x| x.mm == mm && x.parent.is_none()) {
             self.tasks[main].program.insert(0, super::Op::Exec);
@@ -168,7 +168,7 @@ impl Kernel {
     /// where they were first touched, and stay hot while it runs.
     pub fn touch_image_at_exec(&mut self, t: usize, b: &mut f64) {
         let mm = self.tasks[t].mm;
-        let Some(img) = self.mms[mm].image.as_ref() else { return };
+        let Some(img) = self.images.get(&mm) else { return };
         let (pages, heap) = (img.main_pages.clone(), img.shared_heap);
         let stack = pages.last().map(|p| p.0);
         for (vma, n) in pages {
@@ -191,7 +191,7 @@ impl Kernel {
         if self.tasks[child].mm != mm {
             return;
         }
-        let Some(img) = self.mms[mm].image.as_mut() else { return };
+        let Some(img) = self.images.get_mut(&mm) else { return };
         let Some(stack) = img.free_stacks.pop() else { return };
         let heap = img.shared_heap;
         let top = self.mms[mm].vmas[stack].pt.len() - 1;

@@ -122,3 +122,15 @@ fn check_loops(w: &RawWorkload, bad: &mut impl FnMut(&str, String)) -> (u32, f64
     }
     (loops.clamp(1, 1_000_000) as u32, interval_s, start_s)
 }
+
+impl Kernel {
+    /// The first process of workload `w` (the target of its migrate_pages(2) callers).
+    pub fn workload_mm(&self, w: usize) -> Option<usize> {
+        self.tasks.iter().find(|x| x.workload == w && x.parent.is_none()).map(|x| x.mm)
+    }
+
+    /// VMA `vma` of the ones workload `workload`'s first process mapped itself (after its image).
+    pub fn workload_vma(&self, workload: usize, vma: usize) -> usize {
+        vma + self.workload_mm(workload).and_then(|mm| self.images.get(&mm)).map_or(0, |i| i.first_buffer)
+    }
+}
