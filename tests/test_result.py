@@ -69,7 +69,7 @@ def test_hint_local_percent_is_100_without_faults():
 def test_frames():
     r = make([1, 2], [1, 1])
     assert isinstance(r.vmstat, pd.DataFrame) and r.vmstat.index.name == "time_s"
-    assert list(r.memory.columns) == ["time_s", "pid", "node", "pages"]
+    assert list(r.memory.columns) == ["time_s", "pid", "node", "pages", "mib"]  # mib: issue 31
     pivot = r.memory_per_node()
     assert pivot.loc[2.0, (1000, 1)] == 40
     assert list(pivot.index) == [1.0, 2.0]

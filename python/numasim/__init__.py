@@ -42,6 +42,13 @@ def tune(spec, **kwargs):
 
     return run_tune(spec, **kwargs)
 
+def load_results(path):
+    """Saved results (a result JSON, or a directory of them, searched recursively) as one
+    DataFrame, a row per run: path, then Result.summary()'s columns (numasim.frames)."""
+    from numasim.frames import load_results as load
+
+    return load(path)
+
 # Submodules reachable as attributes after `import numasim` (numasim.progress.Progress(),
 # numasim.storage.load_result, ...), imported on first use: matplotlib and pyarrow stay
 # unloaded until needed.
@@ -59,6 +66,7 @@ __all__ = [
     "run",
     "sweep",
     "tune",
+    "load_results",
     "resolve",
     "load_scenario",
     "Result",

@@ -353,6 +353,21 @@ class Comparison:
                 for s in self.sections],
         }
 
+    def to_frame(self):
+        """The tables as one long pandas DataFrame, a row per (table row, column), in print
+        order. Columns: section (the table's title), metric (e.g. elsp-NUMA02, Duration
+        Elapsed, NUMA hint faults), stat (Min, Amean, ...; "" for single-value rows), column
+        (its name; the baseline first), value, pct (mmtests' percentage against the baseline,
+        positive = better; NaN where none is printed), significant (mean rows only)."""
+        import pandas as pd
+
+        rows = [{"section": s.title, "metric": r.label, "stat": r.stat, "column": col.name,
+                 "value": math.nan if c.value is None else float(c.value),
+                 "pct": math.nan if c.pct is None else float(c.pct), "significant": bool(c.sig)}
+                for s in self.sections for r in s.rows for col, c in zip(self.columns, r.cells)]
+        return pd.DataFrame(rows, columns=["section", "metric", "stat", "column", "value", "pct",
+                                           "significant"])
+
     # ---------------------------------------------------------- html
     def to_html(self) -> str:
         names = [c.name for c in self.columns]

@@ -11,6 +11,7 @@ import pandas as pd
 
 PAGE_SIZE = 4096
 GIB = 1 << 30
+MIB = 1 << 20
 
 
 class IncompleteRunWarning(UserWarning):
@@ -102,8 +103,46 @@ class Result:
 
     @property
     def memory(self) -> pd.DataFrame:
-        """Resident 4 KiB pages per (time_s, pid, node), long format."""
-        return pd.DataFrame(self.raw["series"]["memory"], columns=["time_s", "pid", "node", "pages"])
+        """Resident 4 KiB pages per (time_s, pid, node), long format: columns time_s, pid,
+        node, pages, mib (the pages in MiB)."""
+        m = pd.DataFrame(self.raw["series"]["memory"], columns=["time_s", "pid", "node", "pages"])
+        m["mib"] = m["pages"].astype(float) * PAGE_SIZE / MIB
+        return m
+
+    @property
+    def tasks(self) -> pd.DataFrame:
+        """Each thread at each tasks sample (every run.placement_interval_ms), sorted by
+        (time_s, pid, tid). Columns: time_s, pid, tid, comm, cpu_node (the node of its CPU),
+        preferred_nid (-1: none). Empty with these columns when no sample was taken."""
+        from numasim.frames import tasks_frame
+
+        return tasks_frame(self)
+
+    @property
+    def placement(self) -> pd.DataFrame:
+        """Where each process's pages are at each placement sample: its mapped pages cut into
+        64 equal address ranges (buckets). Columns: time_s, pid, bucket, node, pages, mib."""
+        from numasim.frames import placement_frame
+
+        return placement_frame(self)
+
+    def thread_nodes(self) -> pd.DataFrame:
+        """Threads of each process per node (of their CPU) at each tasks sample. Columns:
+        time_s, pid, comm, node, threads."""
+        from numasim.frames import thread_nodes_frame
+
+        return thread_nodes_frame(self)
+
+    def summary(self) -> pd.DataFrame:
+        """One row: scenario (the test, e.g. NUMA02), kernel (version; None: the default),
+        numa_balancing, machine, seed, completed, elapsed_s, user_s, system_s,
+        hint_local_percent, the final counters numa_pte_updates, numa_huge_pte_updates,
+        numa_hint_faults, numa_hint_faults_local, numa_pages_migrated, pgmigrate_success,
+        pgmigrate_fail, nr_tlb_remote_flush, nr_tlb_remote_flush_received (TLB shootdown
+        IPIs), numa_pages_migrated_mib, pgmigrate_success_mib, run_id."""
+        from numasim.frames import summary_row
+
+        return pd.DataFrame([summary_row(self)])
 
     def memory_per_node(self) -> pd.DataFrame:
         """Rows: time_s; columns: (pid, node); values: resident pages."""

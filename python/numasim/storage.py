@@ -3,7 +3,7 @@
 One run is ``NAME.json``, the engine's result JSON exactly as returned (scenario,
 counters, times, time series), with Parquet sidecars for pandas users:
 ``NAME.vmstat.parquet`` (cumulative counters indexed by time_s),
-``NAME.memory.parquet`` (resident pages per time_s, pid, node), and, when the result has
+``NAME.memory.parquet`` (resident pages and MiB per time_s, pid, node), and, when the result has
 those series, ``NAME.tasks.parquet`` (time_s, tid, pid, cpu_node, preferred_nid) and
 ``NAME.placement.parquet`` (time_s, pid, bucket, node, pages). The JSON alone is enough
 to read a result back. A run's id is the SHA-256 of its JSON text; each sidecar records it
