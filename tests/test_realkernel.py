@@ -146,8 +146,11 @@ def test_kernel_choice_sets_the_simulated_profile():
 
 def test_workload_lines_match_the_simulators_parameters():
     r = resolved("migratepages-thp")
+    # an engine with shared mappings echoes the toucher's defaults (processes, mapping)
+    shared = " processes=1 mapping=private" if r["workloads"][0].get("processes") is not None else ""
     assert spec.workload_lines(r) == [
-        "remote_toucher size_mib=32 threads=2 local_threads=0 touch_node=0 run_node=1 duration_s=25.0 madvise=hugepage start_s=0.0",
+        "remote_toucher size_mib=32 threads=2 local_threads=0 touch_node=0 run_node=1 duration_s=25.0 madvise=hugepage"
+        f"{shared} start_s=0.0",
         "migratepages target=0 from=0 to=1 loops=1 interval_s=0.5 start_s=2.0",
     ]
     r = resolved("numa02-small-4k", overrides=[("workload", [
@@ -165,6 +168,17 @@ def test_workload_lines_match_the_simulators_parameters():
     xfs = resolved(overrides=[("workload", [{"kind": "xfs_repair", "work_s": 1.0}])])
     with pytest.raises(RealKernelError, match="no real-kernel program"):
         spec.workload_lines(xfs)
+
+
+def test_remote_toucher_processes_and_mapping_reach_the_c_program():
+    # a resolved workload as the engine echoes it (no engine needed: spec.py reads the dict)
+    w = {"kind": "remote_toucher", "size_mib": 64, "threads": 1, "local_threads": 1, "touch_node": 0, "run_node": 1,
+         "duration_s": 30.0, "madvise": "none", "processes": 2, "mapping": "shmem", "start_s": 0.0}
+    assert spec.workload_lines({"workloads": [w]}) == [
+        "remote_toucher size_mib=64 threads=1 local_threads=1 touch_node=0 run_node=1 duration_s=30.0 madvise=none "
+        "processes=2 mapping=shmem start_s=0.0"]
+    older = {k: v for k, v in w.items() if k not in ("processes", "mapping")}  # an engine without them
+    assert " processes=" not in spec.workload_lines({"workloads": [older]})[0]
 
 
 def test_the_c_programs_accept_exactly_those_parameters(numaw, tmp_path):
@@ -195,6 +209,35 @@ def test_runner_on_this_host_samples_and_reaps(numaw, tmp_path):
     assert len(parsed["samples"]) >= 4 and parsed["mem"]
     assert sum(parsed["mem"][-1][3]) >= 1024  # 4 MiB resident, from numa_maps
     assert parsed["workload_lines"][-1]["passes"] >= 1
+
+
+@pytest.mark.parametrize("mapping", ["shared", "shmem"])
+def test_two_processes_share_the_buffer_and_their_passes_add_up(numaw, tmp_path, mapping):
+    # processes=2: the child streams from run_node, the parent from touch_node (both node 0 here)
+    s = tmp_path / "spec.txt"
+    s.write_text(f"remote_toucher size_mib=4 touch_node=0 run_node=0 threads=1 local_threads=1 duration_s=0.3 "
+                 f"processes=2 mapping={mapping}\n")
+    p = subprocess.run([str(numaw), "run", str(s), "interval_ms=50"], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stdout + p.stderr
+    parsed = parse_console(p.stdout)
+    assert parsed["exits"][0]["status"] == 0
+    streams = [wl for wl in parsed["workload_lines"] if wl.get("phase") == "stream"]
+    assert sorted(wl["process"] for wl in streams) == [0, 1] and len({wl["pid"] for wl in streams}) == 2
+    assert all(wl["passes"] >= 1 for wl in streams)
+    r = build_result(parsed, resolved_scenario_stub(), {"kind": "host"})
+    assert r.processes[0]["passes"] == sum(wl["passes"] for wl in streams)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["processes=2"], "processes=2 needs mapping=shared or mapping=shmem"),  # private: copy-on-write after fork
+    (["mapping=shared", "madvise=hugepage"], "madvise=hugepage needs mapping=private"),
+    (["mapping=file"], "mapping=file: expected private, shared or shmem"),
+    (["processes=3", "mapping=shmem"], "processes=3: expected 1 or 2"),
+])
+def test_remote_toucher_refuses_what_the_engine_refuses(numaw, args, message):
+    p = subprocess.run([str(numaw), "remote_toucher", "size_mib=4", "touch_node=0", "run_node=0", "threads=1",
+                        "duration_s=0.1", *args], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2 and message in p.stdout, p.stdout
 
 
 def test_runner_reads_numa_maps_every_maps_ms_and_reports_its_own_cost(numaw, tmp_path):

@@ -67,6 +67,8 @@ pub struct Kernel {
     pub clock: u64,
     pub tick_ns: u64,
     pub mms: Vec<Mm>,
+    /// shmem files and MAP_SHARED anonymous regions (mm/shmem.rs).
+    pub shmem: Vec<crate::mm::shmem::ShmemFile>,
     pub tasks: Vec<Task>,
     pub cpus: Vec<Cpu>,
     pub nodes: Vec<NodeMem>,
@@ -174,6 +176,7 @@ impl Kernel {
             clock: 0,
             tick_ns: 1_000_000_000 / s.kernel.hz as u64,
             mms: Vec::new(),
+            shmem: Vec::new(),
             tasks: Vec::new(),
             vmstat: VmStat::default(),
             events: SimEvents::default(),

@@ -178,10 +178,18 @@ impl Kernel {
     // kernel/fork.c: mmput -> exit_mmap
     pub fn exit_mmap(&mut self, mm: usize) {
         let mut freed = vec![0u64; self.topo.nr_nodes];
+        let mut files = Vec::new();
         for v in self.mms[mm].vmas.iter_mut() {
-            for (f, g) in freed.iter_mut().zip(v.pt.unmap_all()) {
-                *f += g;
+            let unmapped = v.pt.unmap_all();
+            match v.shmem {
+                // a shared mapping's pages stay with its file
+                Some(file) => files.push(file),
+                None => freed.iter_mut().zip(unmapped).for_each(|(f, g)| *f += g),
             }
+        }
+        self.mms[mm].exited = true;
+        for file in files {
+            freed.iter_mut().zip(self.shmem_unmap(file)).for_each(|(f, g)| *f += g);
         }
         for (n, &f) in freed.iter().enumerate() {
             self.nodes[n].used -= f;
@@ -196,6 +204,6 @@ impl Kernel {
         }
         let m = &mut self.mms[mm];
         m.node_pages = Default::default();
-        m.exited = true;
+        m.shmem_pages = Default::default();
     }
 }

@@ -204,8 +204,9 @@ def build_result(p: dict, scenario: dict, source: dict, seed=None) -> Result:
         if "throughput_aps" in wl:
             extra.setdefault(wl["w"], {}).setdefault("throughput_aps", 0.0)
             extra[wl["w"]]["throughput_aps"] += float(wl["throughput_aps"])
-        if "passes" in wl:
-            extra.setdefault(wl["w"], {})["passes"] = wl["passes"]
+        if "passes" in wl:  # remote_toucher processes=2: one line per process, summed
+            extra.setdefault(wl["w"], {}).setdefault("passes", 0)
+            extra[wl["w"]]["passes"] += wl["passes"]
     for w in sorted(p["exits"]):
         e, s = p["exits"][w], p["starts"].get(w, {})
         user += float(e.get("user_s", 0))

@@ -9,7 +9,8 @@ from numasim.realkernel.errors import RealKernelError
 
 AUTONUMA_KEYS = ("threads", "size_mib", "passes", "start_s")
 KEYS = {
-    "remote_toucher": ("size_mib", "threads", "local_threads", "touch_node", "run_node", "duration_s", "madvise", "start_s"),
+    "remote_toucher": ("size_mib", "threads", "local_threads", "touch_node", "run_node", "duration_s", "madvise",
+                       "processes", "mapping", "start_s"),
     "pmbench": ("processes", "threads", "set_mib", "map_mib", "pattern", "shape", "read_ratio", "nodes",
                 "duration_s", "overhead_ns", "start_s"),
     "memory_eater": ("size_gib", "node", "start_s", "free_at_s"),

@@ -8,8 +8,8 @@ use crate::mm::access_notifier::AccessNotifier;
 use crate::mm::huge_memory::HPAGE_PMD_ORDER;
 use crate::mm::mempolicy::Mempolicy;
 use crate::mm::pgtable::{PTE_DIRTY, PTE_WRITE};
-use crate::mm::types::VM_WRITE;
-use crate::sched::numa::fault::{TNF_FAULT_LOCAL, TNF_MIGRATED, TNF_MIGRATE_FAIL, TNF_NO_GROUP};
+use crate::mm::types::{VM_SHARED, VM_WRITE};
+use crate::sched::numa::fault::{TNF_FAULT_LOCAL, TNF_MIGRATED, TNF_MIGRATE_FAIL, TNF_NO_GROUP, TNF_SHARED};
 use crate::vmstat::VmEvent;
 
 impl Kernel {
@@ -49,14 +49,42 @@ impl Kernel {
     /// writable; None (and `oom` set) when no node can give one.
     pub fn map_anon_base_page(&mut self, t: usize, vma: usize, idx: u64, pol: &Mempolicy) -> Option<f64> {
         let Some(node) = self.alloc_page(pol, self.tasks[t].cpu) else {
-            let task = &self.tasks[t];
-            let (_, mask) = pol.alloc_nodes(self.topo.cpu_node[task.cpu], self.topo.nr_nodes);
-            let full: Vec<String> = (0..self.topo.nr_nodes).filter(|n| mask & (1 << n) != 0).map(|n| format!("node {n} ({:.2} GiB)", self.nodes[n].present as f64 / 262144.0)).collect();
-            let verb = if full.len() == 1 { "is" } else { "are" };
-            self.oom = Some(format!("no free page for pid {} ({}) under {}: {} {verb} full", task.pid, task.comm, pol.describe(), full.join(", ")));
+            self.oom_no_page(t, pol);
             return None;
         };
         Some(self.map_anon_folio(t, vma, idx, 0, node))
+    }
+
+    /// No node under `pol` can give task `t` a page: the run stops with the simulated OOM.
+    pub fn oom_no_page(&mut self, t: usize, pol: &Mempolicy) {
+        let task = &self.tasks[t];
+        let (_, mask) = pol.alloc_nodes(self.topo.cpu_node[task.cpu], self.topo.nr_nodes);
+        let full: Vec<String> = (0..self.topo.nr_nodes).filter(|n| mask & (1 << n) != 0).map(|n| format!("node {n} ({:.2} GiB)", self.nodes[n].present as f64 / 262144.0)).collect();
+        let verb = if full.len() == 1 { "is" } else { "are" };
+        self.oom = Some(format!("no free page for pid {} ({}) under {}: {} {verb} full", task.pid, task.comm, pol.describe(), full.join(", ")));
+    }
+
+    /// A fault on an unmapped page: a shared mapping's page comes from its file (mm/shmem.rs),
+    /// an anonymous one is allocated.
+    // mm/memory.c: do_pte_missing (do_anonymous_page / do_fault)
+    pub fn do_pte_missing(&mut self, t: usize, vma: usize, idx: u64) -> Option<f64> {
+        if self.mms[self.tasks[t].mm].vmas[vma].shmem.is_some() {
+            self.shmem_fault(t, vma, idx)
+        } else {
+            self.do_anonymous_page(t, vma, idx)
+        }
+    }
+
+    /// TNF_SHARED for a hint fault on page `idx`: the VMA is VM_SHARED and the folio is mapped
+    /// by more than one process (spec §2.3), which lets task_numa_group join processes.
+    // mm/memory.c: numa_migrate_check (do_numa_page before 6.12)
+    pub fn tnf_shared(&self, mm: usize, vma: usize, idx: u64) -> u32 {
+        let shared = self.mms[mm].vmas[vma].flags & VM_SHARED != 0 && self.folio_likely_mapped_shared(mm, vma, idx);
+        if shared {
+            TNF_SHARED
+        } else {
+            0
+        }
     }
 
     /// Map a freshly allocated folio of 2^`order` pages at `head` on `node`, writable and dirty
@@ -162,7 +190,9 @@ impl Kernel {
         let writable = v.flags & VM_WRITE != 0;
         let (head, nr) = v.pt.folio(idx);
         let pmd = v.pt.pmd_mapped(idx);
-        let preserve = self.feature(Feature::NumaPreserveWrite);
+        // a shared mapping's vm_page_prot carries the write bit (no write-notify for shmem), so
+        // pte_modify restores it writable whatever the release does with the saved write bit
+        let preserve = self.feature(Feature::NumaPreserveWrite) || v.flags & VM_SHARED != 0;
         if nr > 1 && !pmd && !self.feature(Feature::NumaMthp) {
             // <= v6.9: "TODO: handle PTE-mapped THP" -> out_map, before any NUMA accounting
             self.count(VmEvent::Pgfault, 1);
@@ -172,7 +202,7 @@ impl Kernel {
         if nr > 1 {
             sys += self.cost.pte_update_ns * nr as f64;
         }
-        let mut flags = 0;
+        let mut flags = self.tnf_shared(mm, vma, idx);
         if self.numa_no_group(mm, vma, idx, writable && preserve) {
             flags |= TNF_NO_GROUP;
         }
@@ -214,7 +244,8 @@ impl Kernel {
         if delay_map && flags & TNF_MIGRATED == 0 {
             // out_map: restore the PTE; since 6.3 the write bit is re-derived, and dropped after
             // a failure; before, the saved write bit of the PROT_NONE PTE comes back (savedwrite)
-            let w = writable && preserve && (flags & TNF_MIGRATE_FAIL == 0 || !self.feature(Feature::NumaDropSavedwrite));
+            let shared = self.mms[mm].vmas[vma].flags & VM_SHARED != 0;
+            let w = writable && preserve && (shared || flags & TNF_MIGRATE_FAIL == 0 || !self.feature(Feature::NumaDropSavedwrite));
             self.numa_rebuild_mapping(mm, vma, head, nr, w);
         }
         self.task_numa_fault(t, last_cpupid, mem_node, nr, flags);

@@ -205,22 +205,28 @@ impl Kernel {
         // a PROT_NONE PTE kept the write bit (savedwrite) from 4.0 until 6.3: a writable entry
         let writable_entry = self.feature(Feature::NumaPreserveWrite) && !self.feature(Feature::NumaDropSavedwrite);
         let writable_vma = self.mms[p.mm].vmas[p.vma].flags & VM_WRITE != 0;
-        for i in head..head + nr {
-            let pt = &mut self.mms[p.mm].vmas[p.vma].pt;
-            pt.set_node(i, target);
-            if pt.protnone(i) {
-                // since 6.3 the entry made from a PROT_NONE PTE is readable-exclusive, so the new
-                // PTE is read-only (a later write takes a write-protect fault)
-                pt.make_present(i, writable_entry && writable_vma);
-            }
-            self.access_notify_moved(p.mm, p.vma, i, src, target);
+        if let Some(file) = self.mms[p.mm].vmas[p.vma].shmem {
+            // a shmem folio is a base page, mapped by every process that maps its file
+            self.shmem_folio_moved(file, head, src, target);
             self.free_page(src);
+        } else {
+            for i in head..head + nr {
+                let pt = &mut self.mms[p.mm].vmas[p.vma].pt;
+                pt.set_node(i, target);
+                if pt.protnone(i) {
+                    // since 6.3 the entry made from a PROT_NONE PTE is readable-exclusive, so the
+                    // new PTE is read-only (a later write takes a write-protect fault)
+                    pt.make_present(i, writable_entry && writable_vma);
+                }
+                self.access_notify_moved(p.mm, p.vma, i, src, target);
+                self.free_page(src);
+            }
+            let m = &mut self.mms[p.mm];
+            m.node_pages[src] -= nr;
+            m.node_pages[target] += nr;
         }
         // the new folio joins the LRU through the migrating CPU's batch (migrate_folio_move)
         self.folio_add_lru(cpu, p.mm, p.vma, head, nr.trailing_zeros() as u8);
-        let m = &mut self.mms[p.mm];
-        m.node_pages[src] -= nr;
-        m.node_pages[target] += nr;
         out.succeeded += nr;
         self.events.migrations += 1;
         if nr >= BLOCK_PAGES {

@@ -14,5 +14,6 @@ pub mod mprotect;
 pub mod page_alloc;
 pub mod pgtable;
 pub mod rmap;
+pub mod shmem;
 pub mod swap;
 pub mod types;

@@ -32,6 +32,9 @@ impl Kernel {
     /// now. Returns the cost of any immediate flush, ns.
     // mm/rmap.c: try_to_migrate_one (set_pmd_migration_entry / set_tlb_ubc_flush_pending / ptep_clear_flush)
     pub fn try_to_migrate_one(&mut self, p: PageRef, cpu: usize, mut batch: Option<&mut TlbBatch>) -> f64 {
+        if let Some(file) = self.mms[p.mm].vmas[p.vma].shmem {
+            return self.try_to_migrate_file(file, p.idx, cpu, batch);
+        }
         let pt = &self.mms[p.mm].vmas[p.vma].pt;
         let (head, nr) = pt.folio(p.idx);
         let pmd = pt.pmd_mapped(p.idx);
@@ -41,6 +44,21 @@ impl Kernel {
         }
         for idx in head..head + nr {
             cost += self.try_to_migrate_pte(PageRef { idx, ..p }, cpu, batch.as_deref_mut());
+        }
+        cost
+    }
+
+    /// A shmem folio (a base page): every mapping of its file that maps it gets a migration
+    /// entry, each mm's flush deferred into the batch or done at once as for one mm; a flush
+    /// batch therefore covers the union of the mappings' CPUs (spec E6).
+    // mm/rmap.c: try_to_migrate -> rmap_walk_file -> try_to_migrate_one
+    fn try_to_migrate_file(&mut self, file: usize, idx: u64, cpu: usize, mut batch: Option<&mut TlbBatch>) -> f64 {
+        let mut cost = 0.0;
+        for (mm, vma) in self.shmem_mappings_of(file, idx) {
+            if !self.kvms.is_empty() {
+                cost += self.mmu_notifier_clear(mm, vma, idx, 1, cpu);
+            }
+            cost += self.try_to_migrate_pte(PageRef { mm, vma, idx }, cpu, batch.as_deref_mut());
         }
         cost
     }

@@ -28,7 +28,10 @@ impl Kernel {
             self.lru_add_drain(cpu);
             return;
         }
-        self.mms[mm].vmas[vma].pt.set_lru_batched(head, true);
+        match self.mms[mm].vmas[vma].shmem {
+            Some(file) => self.shmem[file].cache.set_lru_batched(head, true),
+            None => self.mms[mm].vmas[vma].pt.set_lru_batched(head, true),
+        }
         self.lru_add[cpu].push(PageRef { mm, vma, idx: head });
         if self.lru_add[cpu].len() >= self.lru_batch_size() {
             self.lru_add_drain(cpu);
@@ -39,6 +42,11 @@ impl Kernel {
     // mm/swap.c: lru_add_drain (folio_batch_move_lru)
     pub fn lru_add_drain(&mut self, cpu: usize) {
         for p in std::mem::take(&mut self.lru_add[cpu]) {
+            // a shmem folio's LRU state is the file's, whichever mapping added it
+            if let Some(file) = self.mms.get(p.mm).and_then(|m| m.vmas.get(p.vma)).and_then(|v| v.shmem) {
+                self.shmem[file].cache.set_lru_batched(p.idx, false);
+                continue;
+            }
             if let Some(v) = self.mms.get_mut(p.mm).filter(|m| !m.exited).and_then(|m| m.vmas.get_mut(p.vma)) {
                 if p.idx < v.pt.len() {
                     v.pt.set_lru_batched(p.idx, false);
@@ -58,7 +66,8 @@ impl Kernel {
     /// Whether the folio holding page `idx` is on the LRU (isolatable).
     // include/linux/page-flags.h: folio_test_lru
     pub fn folio_test_lru(&self, mm: usize, vma: usize, idx: u64) -> bool {
-        let pt = &self.mms[mm].vmas[vma].pt;
+        let v = &self.mms[mm].vmas[vma];
+        let pt = v.shmem.map_or(&v.pt, |file| &self.shmem[file].cache);
         !pt.lru_batched(pt.folio(idx).0)
     }
 }

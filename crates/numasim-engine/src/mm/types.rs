@@ -38,6 +38,9 @@ pub struct Vma {
     /// Part of the program's own image (data, heap, stacks, libraries: workload/image.rs), not
     /// of the memory the workload maps.
     pub image: bool,
+    /// vm_file of a shared mapping: index in `Kernel::shmem` (mm/shmem.rs), None for private
+    /// anonymous memory.
+    pub shmem: Option<usize>,
 }
 
 impl Vma {
@@ -67,6 +70,9 @@ pub struct Mm {
     /// Index in `Kernel::samplers` of this process's random-access distribution: its
     /// subscription to mm/access_notifier.rs.
     pub sampler: Option<usize>,
+    /// MM_SHMEMPAGES: the part of `node_pages` that are shmem folios mapped here (counted in
+    /// every mm that maps them, allocated once in the file).
+    pub shmem_pages: [u64; MAX_NODES],
     /// Pages pinned for direct I/O (pin_user_pages): (task, vma, first page, pages).
     pub io_pins: Vec<(usize, usize, u64, u64)>,
     /// Long-term pins (FOLL_LONGTERM, e.g. VFIO): (vma, first page, pages), held until exit.
@@ -86,6 +92,7 @@ impl Mm {
             numa_scan_offset: 0,
             numa_scan_seq: 0,
             node_pages: [0; MAX_NODES],
+            shmem_pages: [0; MAX_NODES],
             exited: false,
             cpumask: vec![false; nr_cpus],
             next_trim_cpumask: 0,
@@ -104,7 +111,7 @@ impl Mm {
     /// Map a new anonymous VMA after the last one, 2 MiB aligned; returns its index.
     pub fn mmap_anon(&mut self, npages: u64, flags: u32) -> usize {
         let start = self.vmas.last().map(|v| v.end().div_ceil(512) * 512 + 512).unwrap_or(0x40000);
-        self.vmas.push(Vma { start, flags, anon: true, policy: None, pt: PageTable::new(npages), numab: None, image: false });
+        self.vmas.push(Vma { start, flags, anon: true, policy: None, pt: PageTable::new(npages), numab: None, image: false, shmem: None });
         self.vmas.len() - 1
     }
 }

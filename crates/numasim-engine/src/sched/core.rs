@@ -41,6 +41,13 @@ impl Kernel {
         }
         // sched_fork: the NUMA state (a thread keeps its parent's preferred node) comes first
         self.init_numa_balancing(t, parent);
+        if let Some(pm) = parent.map(|p| self.tasks[p].mm).filter(|&pm| pm != mm) {
+            // fork: dup_mm copies the parent's mm_struct, scan state included (copy_mm runs
+            // after sched_fork, so it sees what init_numa_balancing set)
+            let (next, seq, offset) = (self.mms[pm].numa_next_scan, self.mms[pm].numa_scan_seq, self.mms[pm].numa_scan_offset);
+            let m = &mut self.mms[mm];
+            (m.numa_next_scan, m.numa_scan_seq, m.numa_scan_offset) = (next, seq, offset);
+        }
         if let Some(p) = parent.filter(|_| self.variants().numa_migrate_retry == NumaMigrateRetry::Base) {
             // dup_task_struct copies it; 70ce3ea9aa4e (6.0) zeroes it
             self.tasks[t].numa.migrate_retry = self.tasks[p].numa.migrate_retry;

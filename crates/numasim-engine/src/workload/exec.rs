@@ -378,8 +378,9 @@ impl Kernel {
                 for n in 0..nr {
                     p.cur_bytes[n] += adv * PAGE_SIZE * k.node[n] as f64 / pop;
                 }
-            } else if race_at.is_none() && frac == 0.0 && pt.blocks[blk].populated == 0 && self.thp_allowable_orders(self.mms[mm].vmas[vma].flags) == 0 {
-                // no page of this block is present and no fault may map a large folio
+            } else if race_at.is_none() && frac == 0.0 && pt.blocks[blk].populated == 0 && self.thp_allowable_orders(self.mms[mm].vmas[vma].flags) == 0 && self.mms[mm].vmas[vma].shmem.is_none() {
+                // no page of this block is present, no fault may map a large folio, and none
+                // finds a folio in a file's page cache
                 let Some((i, f)) = self.sweep_unpopulated(t, vma, idx, seg_end, b) else {
                     return false;
                 };
@@ -520,7 +521,7 @@ impl Kernel {
         self.set_clock(*b);
         let t0 = self.clock as f64;
         if !self.mms[mm].vmas[vma].pt.populated(idx) {
-            match self.do_anonymous_page(t, vma, idx) {
+            match self.do_pte_missing(t, vma, idx) {
                 Some(c) => {
                     if self.il.is_some() {
                         self.note_fault(t, vma, idx, t0, c, (false, 0));

@@ -3,6 +3,9 @@
 //! CPU of `run_node` streams over all of it for `duration_s`, so NUMA balancing should pull the
 //! buffer to `run_node`; `local_threads` more, one per CPU of `touch_node`, stream over the same
 //! pages at the same time (threads of one process sharing a buffer from two nodes).
+//! With `processes = 2` the main process forks after the first touch: the child runs the
+//! `run_node` workers, the parent the `local_threads`, over a buffer mapped `MAP_SHARED`
+//! (`mapping = "shared"`, anonymous) or from a memfd (`"shmem"`): two processes sharing pages.
 
 use super::autonuma::{new_mm, new_task};
 use super::Op;
@@ -26,12 +29,17 @@ pub struct RemoteToucherSpec {
     pub duration_s: f64,
     /// madvise(2) advice on the buffer: "none", "hugepage" or "nohugepage".
     pub madvise: String,
+    /// The buffer: "private" (anonymous), "shared" (MAP_SHARED|MAP_ANONYMOUS) or "shmem" (a
+    /// memfd mapped MAP_SHARED); both shared kinds are shmem in the kernel (mm/shmem.rs).
+    pub mapping: String,
+    /// 1, or 2: the `run_node` workers belong to a child forked after the first touch.
+    pub processes: usize,
     pub start_s: f64,
 }
 
 impl RemoteToucherSpec {
     pub fn resolve(w: &RawWorkload, i: usize, topo: &Topology, p: &mut Vec<ScenarioProblem>) -> Option<Self> {
-        super::reject_keys(w, i, &["size_mib", "threads", "local_threads", "touch_node", "run_node", "duration_s", "madvise", "start_s"], p);
+        super::reject_keys(w, i, &["size_mib", "threads", "local_threads", "touch_node", "run_node", "duration_s", "madvise", "mapping", "processes", "start_s"], p);
         let start = p.len();
         let mut bad = |key: &str, msg: String| p.push(ScenarioProblem::new(format!("workload[{i}].{key}"), "invalid_value", msg));
         let size_mib = w.size_mib.unwrap_or(64);
@@ -69,6 +77,18 @@ impl RemoteToucherSpec {
         if !(0.0..1e6).contains(&start_s) {
             bad("start_s", format!("must be in [0, 1e6), got {start_s}"));
         }
+        let mapping = w.mapping.clone().unwrap_or_else(|| "private".into());
+        let processes = w.processes.unwrap_or(1);
+        if !["private", "shared", "shmem"].contains(&mapping.as_str()) {
+            bad("mapping", format!("must be \"private\", \"shared\" or \"shmem\", got {mapping:?}"));
+        } else if mapping != "private" && madvise != "none" {
+            bad("madvise", format!("a {mapping} mapping is shmem, whose THP follows shmem_enabled (not modelled): give madvise = \"none\""));
+        }
+        if !(1..=2).contains(&processes) {
+            bad("processes", format!("must be 1 or 2, got {processes}"));
+        } else if processes == 2 && mapping == "private" {
+            bad("processes", "2 processes need mapping = \"shared\" or \"shmem\": a private buffer after fork is copy-on-write, which is not modelled".to_string());
+        }
         (p.len() == start).then(|| RemoteToucherSpec {
             kind: w.kind.clone(),
             size_mib: size_mib as u64,
@@ -78,6 +98,8 @@ impl RemoteToucherSpec {
             run_node,
             duration_s,
             madvise,
+            mapping,
+            processes: processes as usize,
             start_s,
         })
     }
@@ -89,17 +111,41 @@ impl RemoteToucherSpec {
             "nohugepage" => VM_NOHUGEPAGE,
             _ => 0,
         };
-        let mm = new_mm(k, "numawork", self.threads + self.local_threads);
-        let vma = k.mms[mm].mmap_anon(pages, VM_READ | VM_WRITE | advice);
+        let forked = self.processes == 2;
+        let parent_threads = if forked { self.local_threads } else { self.threads + self.local_threads };
+        let mm = new_mm(k, "numawork", parent_threads);
+        let file = (self.mapping != "private").then(|| k.shmem_file_setup(&self.mapping, pages));
+        let map = |k: &mut Kernel, mm: usize| match file {
+            Some(f) => k.mmap_shared(mm, f, VM_READ | VM_WRITE),
+            None => k.mms[mm].mmap_anon(pages, VM_READ | VM_WRITE | advice),
+        };
+        let vma = map(k, mm);
         // the main thread (numaw's remote_toucher.c): binds itself to touch_node once started,
-        // memsets the buffer (first touch), creates the workers and waits for them
+        // memsets the buffer (first touch), creates the workers (forking first with 2
+        // processes) and waits for them
         let prog = vec![Op::SetAffinity(1 << self.touch_node), Op::Sweep { vma, first: 0, npages: pages, passes: 1 }, Op::Spawn, Op::Join];
         let main = new_task(k, mm, "numawork", index, prog, None, (self.start_s * 1e9) as u64);
+        let touch_cpus: Vec<bool> = k.topo.cpu_node.iter().map(|&n| n == self.touch_node).collect();
+        // fork(2): the child shares the buffer's file, inherits the affinity, clones its workers
+        let child = forked.then(|| {
+            let cmm = new_mm(k, "numawork", self.threads);
+            let cvma = map(k, cmm);
+            let c = new_task(k, cmm, "numawork", index, vec![Op::Spawn, Op::Join], Some(main), 0);
+            k.tasks[c].pid = k.mms[cmm].tgid;
+            k.tasks[c].allowed = touch_cpus.clone();
+            (c, cvma)
+        });
         let (run, local) = (k.topo.node_cpus[self.run_node].clone(), k.topo.node_cpus[self.touch_node].clone());
         for i in 0..self.threads + self.local_threads {
-            let prog = vec![Op::SweepFor { vma, first: 0, npages: pages, duration_ns: (self.duration_s * 1e9) as u64 }];
-            let t = new_task(k, mm, "numawork", index, prog, Some(main), 0);
-            let cpu = if i < self.threads { run[i % run.len()] } else { local[(i - self.threads) % local.len()] };
+            let remote = i < self.threads;
+            let (parent, buf) = match child {
+                Some((c, cvma)) if remote => (c, cvma),
+                _ => (main, vma),
+            };
+            let tmm = k.tasks[parent].mm;
+            let prog = vec![Op::SweepFor { vma: buf, first: 0, npages: pages, duration_ns: (self.duration_s * 1e9) as u64 }];
+            let t = new_task(k, tmm, "numawork", index, prog, Some(parent), 0);
+            let cpu = if remote { run[i % run.len()] } else { local[(i - self.threads) % local.len()] };
             k.tasks[t].allowed = (0..k.topo.nr_cpus()).map(|c| c == cpu).collect();
         }
     }

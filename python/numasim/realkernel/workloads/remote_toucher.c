@@ -2,7 +2,15 @@
  * `remote_toucher` kind). The main thread, bound to touch_node's CPUs, memsets the buffer
  * (first touch); then `threads` workers bound one per CPU of run_node, and `local_threads`
  * bound one per CPU of touch_node, stream over the whole buffer for duration_s: each pass
- * reads every 64-byte line and writes one byte per 4 KiB page. */
+ * reads every 64-byte line and writes one byte per 4 KiB page.
+ *
+ * mapping: "private" (map_buffer), "shared" (MAP_SHARED|MAP_ANONYMOUS) or "shmem" (a memfd,
+ * i.e. a tmpfs file, mapped MAP_SHARED); the kernel backs both shared kinds with shmem.
+ * processes=2: after the first touch the main process fork()s; the child runs the run_node
+ * workers, the parent the touch_node ones, then waitpid()s the child. Each process prints its
+ * own "phase=stream" line (process=0 the parent, 1 the child): the passes add up. A private
+ * mapping would be copy-on-write after fork, which the simulator does not model: refused, as
+ * is madvise on a shared mapping. */
 #include "nsw.h"
 
 #include <errno.h>
@@ -10,6 +18,9 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 struct tw {
 	pthread_t tid;
@@ -42,6 +53,25 @@ static void *stream(void *arg)
 	return NULL;
 }
 
+/* a MAP_SHARED buffer: anonymous ("shared") or of a memfd ("shmem"); shmem in the kernel either way */
+static char *map_shared(size_t size, const char *mapping)
+{
+	int fd = -1;
+	if (!strcmp(mapping, "shmem")) {
+		fd = memfd_create("numaw-shmem", 0);
+		if (fd < 0)
+			die("memfd_create: %s", strerror(errno));
+		if (ftruncate(fd, (off_t)size))
+			die("ftruncate %zu bytes: %s", size, strerror(errno));
+	}
+	char *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | (fd < 0 ? MAP_ANONYMOUS : 0), fd, 0);
+	if (p == MAP_FAILED)
+		die("mmap MAP_SHARED %zu bytes: %s", size, strerror(errno));
+	if (fd >= 0)
+		close(fd); /* the mapping keeps the file */
+	return p;
+}
+
 int main_remote_toucher(int argc, char **argv)
 {
 	struct args a;
@@ -55,6 +85,8 @@ int main_remote_toucher(int argc, char **argv)
 		die("remote_toucher: duration_s is required");
 	double duration = arg_double(&a, "duration_s", 0);
 	const char *adv = arg_str(&a, "madvise", "none");
+	long processes = arg_long(&a, "processes", 1);
+	const char *mapping = arg_str(&a, "mapping", "private");
 	arg_double(&a, "start_s", 0);
 	args_done(&a, "remote_toucher");
 	cpu_set_t run_set;
@@ -65,10 +97,20 @@ int main_remote_toucher(int argc, char **argv)
 		die("remote_toucher: size_mib, threads and run_node's CPUs must be >= 1");
 	if (local_threads < 0)
 		die("remote_toucher: local_threads must be >= 0");
+	int shared = strcmp(mapping, "private") != 0;
+	if (shared && strcmp(mapping, "shared") && strcmp(mapping, "shmem"))
+		die("remote_toucher: mapping=%s: expected private, shared or shmem", mapping);
+	if (processes != 1 && processes != 2)
+		die("remote_toucher: processes=%ld: expected 1 or 2", processes);
+	if (shared && strcmp(adv, "none"))
+		die("remote_toucher: madvise=%s needs mapping=private (madvise on a shared mapping is not modelled)", adv);
+	if (processes == 2 && !shared)
+		die("remote_toucher: processes=2 needs mapping=shared or mapping=shmem (copy-on-write of a private "
+		    "mapping after fork is not modelled)");
 
 	size_t size = (size_t)size_mib << 20;
 	pin_self_node(touch_node);
-	char *buf = map_buffer(size, adv);
+	char *buf = shared ? map_shared(size, mapping) : map_buffer(size, adv);
 	double t0 = now_s();
 	write_pages(buf, size);
 	double t1 = now_s();
@@ -80,9 +122,22 @@ int main_remote_toucher(int argc, char **argv)
 	int nlocal = node_cpus(touch_node, &touch_set);
 	cpu_list(&touch_set, local, MAX_CPUS);
 	long all = threads + local_threads;
+	/* workers [first, last): all of them, or the child's run_node ones and the parent's
+	 * touch_node ones */
+	long first = 0, last = all;
+	pid_t child = -1;
+	if (processes == 2) {
+		child = fork(); /* single-threaded here: the workers come after */
+		if (child < 0)
+			die("fork: %s", strerror(errno));
+		if (child == 0)
+			last = threads;
+		else
+			first = threads;
+	}
 	struct tw *ws = calloc(all, sizeof(*ws));
 	double until = now_s() + duration;
-	for (long i = 0; i < all; i++) {
+	for (long i = first; i < last; i++) {
 		ws[i].cpu = i < threads ? cpus[i % nrun] : local[(i - threads) % nlocal];
 		ws[i].buf = buf;
 		ws[i].size = size;
@@ -91,10 +146,24 @@ int main_remote_toucher(int argc, char **argv)
 			die("pthread_create: %s", strerror(errno));
 	}
 	long passes = 0;
-	for (long i = 0; i < all; i++) {
+	for (long i = first; i < last; i++) {
 		pthread_join(ws[i].tid, NULL);
 		passes += ws[i].passes;
 	}
-	emit("toucher phase=stream t=%.3f dt=%.3f passes=%ld", run_time_s(), now_s() - t1, passes);
+	if (processes == 1) {
+		emit("toucher phase=stream t=%.3f dt=%.3f passes=%ld", run_time_s(), now_s() - t1, passes);
+		return 0;
+	}
+	emit("toucher phase=stream t=%.3f dt=%.3f passes=%ld process=%d pid=%d", run_time_s(), now_s() - t1, passes,
+	     child == 0, (int)getpid());
+	if (child == 0)
+		return 0;
+	int st;
+	while (waitpid(child, &st, 0) < 0)
+		if (errno != EINTR)
+			die("waitpid: %s", strerror(errno));
+	if (!WIFEXITED(st) || WEXITSTATUS(st))
+		die("remote_toucher: the child process (pid %d) exited with status %d, signal %d", (int)child,
+		    WIFEXITED(st) ? WEXITSTATUS(st) : -1, WIFSIGNALED(st) ? WTERMSIG(st) : 0);
 	return 0;
 }

@@ -148,7 +148,14 @@ static void emit_sample(double t)
 	}
 }
 
-/* anonymous resident pages per node of one process, from numa_maps */
+/* shmem: a memfd, a MAP_SHARED|MAP_ANONYMOUS region (/dev/zero) or a SysV segment */
+static int shmem_line(const char *line)
+{
+	return strstr(line, " file=/memfd:") || strstr(line, " file=/dev/zero") || strstr(line, " file=/SYSV");
+}
+
+/* anonymous and shmem resident pages per node of one process (its RSS, as the engine's
+ * per-mm counts: a page two processes map counts in both), from numa_maps */
 static void emit_mem(double t, int w, pid_t pid)
 {
 	static char buf[1 << 20];
@@ -162,7 +169,7 @@ static void emit_mem(double t, int w, pid_t pid)
 		char *nl = strchr(line, '\n');
 		if (nl)
 			*nl = 0;
-		if (strstr(line, " anon=")) {
+		if (strstr(line, " anon=") || shmem_line(line)) {
 			for (char *p = strstr(line, " N"); p; p = strstr(p + 1, " N")) {
 				int node;
 				long pages;

@@ -55,6 +55,9 @@ impl Kernel {
         // folio_xchg_last_cpupid: the stamp is updated here
         let slot = &mut self.mms[mm].vmas[vma].pt.pages[idx as usize].last_cpupid;
         let last_cpupid = std::mem::replace(slot, this_cpupid);
+        if let Some(file) = self.mms[mm].vmas[vma].shmem {
+            self.shmem_set_last_cpupid(file, idx, this_cpupid);
+        }
         let p = &self.tasks[t].numa;
         // early life: accept first-touch or same-task faults immediately
         if (p.preferred_nid.is_none() || p.scan_seq <= 4) && (cpupid_pid_unset(last_cpupid) || cpupid_match_pid(pid, last_cpupid)) {

@@ -1,0 +1,61 @@
+"""Two processes sharing pages through a shared mapping (shared-processes-4k, issue 27 item 2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import numasim
+
+SCENARIO = Path(numasim.__file__).parent / "validation" / "shared-processes-4k.toml"
+
+
+def run(mapping: str, processes: int, kernel: str = "6.12"):
+    text = SCENARIO.read_text().replace('version = "6.12"', f'version = "{kernel}"')
+    text = text.replace('mapping = "shared"', f'mapping = "{mapping}"').replace("processes = 2", f"processes = {processes}")
+    return numasim.run(text.replace("duration_s = 30.0", "duration_s = 10.0"))
+
+
+def workers(r):
+    """The streaming threads (not a process's main thread): (tgid, numa_group, node)."""
+    return [(t["tgid"], t["numa_group"], t["node"]) for t in r.raw["tasks"] if t["pid"] != t["tgid"]]
+
+
+@pytest.mark.parametrize("mapping", ["shared", "shmem"])
+@pytest.mark.parametrize("kernel", ["6.1", "6.12"])
+def test_two_processes_join_one_numa_group_only_through_a_shared_mapping(mapping, kernel):
+    # task_numa_group joins tasks of different processes only for a TNF_SHARED fault: a page
+    # of a VM_SHARED mapping that both processes map. Their workers end in one group.
+    ws = workers(run(mapping, 2, kernel))
+    assert len({tgid for tgid, _, _ in ws}) == 2, ws
+    groups = {g for _, g, _ in ws}
+    assert len(groups) == 1 and None not in groups, ws
+
+
+def test_pages_mapped_by_two_processes_flush_both():
+    # Migrating a page the other process maps (accessible there) flushes that process's CPUs
+    # (try_to_migrate over every mapping); one process's PROT_NONE page needs none (delayed map).
+    two, one = run("shared", 2), run("private", 1)
+    c2, c1 = two.counters, one.counters
+    assert c1["nr_tlb_remote_flush"] < 0.01 * c1["numa_pages_migrated"]
+    assert c2["nr_tlb_remote_flush"] > 0.3 * c2["numa_pages_migrated"]
+    # each process's scanner protects its own PTEs of the one buffer
+    assert c2["numa_pte_updates"] > 1.5 * c1["numa_pte_updates"]
+    for c in (c1, c2):
+        assert c["numa_pages_migrated"] <= c["numa_hint_faults"] - c["numa_hint_faults_local"]
+    # the buffer is allocated once: 64 MiB plus migrations and the processes' own small pages
+    assert c2["pgalloc_normal"] - c2["numa_pages_migrated"] < 16384 + 2000
+
+
+@pytest.mark.parametrize("keys, problem", [
+    ('processes = 2\nmapping = "private"', "copy-on-write"),
+    ('mapping = "shmem"\nmadvise = "hugepage"', "shmem_enabled"),
+    ('mapping = "anon"', "must be"),
+    ("processes = 3", "must be 1 or 2"),
+])
+def test_refused_combinations_say_why(keys, problem):
+    text = SCENARIO.read_text().replace("processes = 2\n", "").replace('mapping = "shared"\n', "")
+    text = text.replace("duration_s = 30.0\n", "duration_s = 30.0\n" + keys + "\n")
+    with pytest.raises(numasim.ScenarioError, match=problem):
+        numasim.run(text)
