@@ -109,6 +109,10 @@ mechanisms! {
         V4_16 = ("4.16", "", true, "4.16", "15 folios (mm: remove cold parameter, Dec 2017)"),
         V6_10 = ("6.10", "", false, "6.10", "31 folios (mm: increase folio batch size, 2024)"),
     }
+    vma_policy_mof: VmaPolicyMof ("migrate-on-fault test of a VMA", "mm/mempolicy.c: vma_policy_mof") {
+        Base = ("base", "fc3147245d19", true, "", "a VMA with vm_ops->get_policy (shmem) counts only its shared policy: without one (no mbind) it is never scanned"),
+        V7_2 = ("7.2", "", false, "7.2", "__get_vma_policy, falling back to the task's policy: shmem is scanned under the default policy (mm: mempolicy: fix automatic numa balancing for shmem, 2026-06-29; 7.3 has it, 6.1.192 and 6.12.95 do not)"),
+    }
     update_scan_period: UpdateScanPeriod ("scan period reset on a node change", "kernel/sched/fair.c: update_scan_period, task_numa_migrate") {
         Base = ("base", "", true, "", "a move by the load balancer keeps the scan period; task_numa_migrate resets it to task_scan_min when it moves the task"),
         V4_19 = ("4.19", "05cbdf4f5c19", false, "4.19", "every cross-node move resets the period to task_scan_start, unless the task has scanned and moves to or away from a non-preferred node (3f9672baaa4f, 05cbdf4f5c19)"),

@@ -59,12 +59,26 @@ impl Mempolicy {
 }
 
 use crate::kernel::Kernel;
+use crate::variants::VmaPolicyMof;
 
 impl Kernel {
     /// The policy that governs `vma` for task `t` (__get_vma_policy, then the task's).
     pub fn vma_policy(&self, t: usize, vma: usize) -> Mempolicy {
         let task = &self.tasks[t];
         self.mms[task.mm].vmas[vma].policy.unwrap_or(task.policy)
+    }
+
+    /// Whether NUMA balancing may scan `vma`: its policy migrates on fault. Until 7.2 a shmem
+    /// VMA, which has `vm_ops->get_policy` (shmem_get_policy), counts only the file's shared
+    /// policy: without one (no mbind on it) it is never scanned. Since, a missing shared
+    /// policy falls back to the task's, as every other policy lookup does.
+    // mm/mempolicy.c: vma_policy_mof (fc3147245d19, v3.13; "fix automatic numa balancing for shmem", 7.2)
+    pub fn vma_policy_mof(&self, t: usize, vma: usize) -> bool {
+        let v = &self.mms[self.tasks[t].mm].vmas[vma];
+        match v.shmem {
+            Some(_) if self.variants().vma_policy_mof == VmaPolicyMof::Base => v.policy.is_some_and(|p| p.mof()),
+            _ => self.vma_policy(t, vma).mof(),
+        }
     }
 
     /// Node a hinting-fault page should move to, or None (spec §3.1).

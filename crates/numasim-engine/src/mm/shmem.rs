@@ -261,4 +261,20 @@ mod tests {
         crate::invariants::check_counters(&k).unwrap();
         assert_eq!(k.shmem[file].node_pages[0], 0, "freed with the last mapping");
     }
+
+    /// mm/mempolicy.c: vma_policy_mof — task_numa_work skips a shmem VMA without a shared
+    /// policy until "mm: mempolicy: fix automatic numa balancing for shmem" (7.2); from then
+    /// the task's default policy (MPOL_F_MOF) lets it be scanned. Private memory is scanned in
+    /// both. (The VM: 6.1.192 and 6.12.95 update no PTE of a shared buffer, 7.3.4 every one.)
+    #[test]
+    fn shmem_is_scanned_only_from_the_fix() {
+        for (version, scanned) in [("6.1", false), ("6.12", false), ("7.3", true)] {
+            let mut k = small_kernel(&format!("[kernel]\nversion = \"{version}\""));
+            let t = thread(&k, 0);
+            let file = k.shmem_file_setup("shm", 64);
+            let v = k.mmap_shared(0, file, VM_READ | VM_WRITE);
+            assert_eq!(k.vma_policy_mof(t, v), scanned, "{version}: shmem");
+            assert!(k.vma_policy_mof(t, 0), "{version}: private anonymous memory");
+        }
+    }
 }

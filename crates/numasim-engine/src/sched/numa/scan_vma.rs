@@ -54,7 +54,7 @@ impl Kernel {
     pub(super) fn vma_suitable(&mut self, t: usize, vma: usize) -> VmaGate {
         let v = &self.mms[self.tasks[t].mm].vmas[vma];
         let (shared_ro, inaccessible) = (!v.anon && v.flags & VM_READ != 0 && v.flags & VM_WRITE == 0, v.flags & (VM_READ | VM_WRITE | VM_EXEC) == 0);
-        if !self.vma_policy(t, vma).mof() {
+        if !self.vma_policy_mof(t, vma) {
             self.count_vma_skip(NumaVmaSkip::Unsuitable)
         } else if shared_ro {
             self.count_vma_skip(NumaVmaSkip::SharedRo)
