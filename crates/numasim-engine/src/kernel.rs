@@ -129,6 +129,9 @@ pub struct Kernel {
     pub timed_migrators: Vec<usize>,
     /// Where the running timed call's current `migrate_pages()` started.
     pub call_clock: Option<crate::mm::migration_entry::CallClock>,
+    /// The running stream loads a page before it stores to it (`Op::SweepFor`): a fault on an
+    /// unmapped shmem page is a read fault (mm/shmem.rs: fault-around).
+    pub stream_loads_first: bool,
     /// While Some: the instant of the flush being sent, whose IPIs are delivered at the tick's end.
     pub flush_at: Option<f64>,
     pub pending_flushes: Vec<crate::mm::migration_entry::PendingFlush>,
@@ -208,6 +211,7 @@ impl Kernel {
             inflight: Vec::new(),
             timed_migrators: Vec::new(),
             call_clock: None,
+            stream_loads_first: false,
             flush_at: None,
             pending_flushes: Vec::new(),
             asleep: Vec::new(),

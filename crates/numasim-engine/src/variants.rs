@@ -109,6 +109,10 @@ mechanisms! {
         V4_16 = ("4.16", "", true, "4.16", "15 folios (mm: remove cold parameter, Dec 2017)"),
         V6_10 = ("6.10", "", false, "6.10", "31 folios (mm: increase folio batch size, 2024)"),
     }
+    migration_dirty: MigrationDirty ("dirty bit of a PTE rebuilt after migration", "mm/migrate.c: remove_migration_pte") {
+        Base = ("base", "", true, "", "the new PTE is clean (pte_mkold(mk_pte()), the dirty bit moved to the page): clean until the next store; a THP's PMD is made dirty"),
+        V6_1 = ("6.1", "2e3468778dbe", false, "6.1", "the migration entry remembers the dirty bit (is_migration_entry_dirty)"),
+    }
     vma_policy_mof: VmaPolicyMof ("migrate-on-fault test of a VMA", "mm/mempolicy.c: vma_policy_mof") {
         Base = ("base", "fc3147245d19", true, "", "a VMA with vm_ops->get_policy (shmem) counts only its shared policy: without one (no mbind) it is never scanned"),
         V7_2 = ("7.2", "", false, "7.2", "__get_vma_policy, falling back to the task's policy: shmem is scanned under the default policy (mm: mempolicy: fix automatic numa balancing for shmem, 2026-06-29; 7.3 has it, 6.1.192 and 6.12.95 do not)"),

@@ -257,6 +257,13 @@ impl PageTable {
         self.set_flags(i, f);
     }
 
+    /// The PTE's dirty bit: cleared when a migration rebuilds the PTE clean, set by a store
+    /// (the CPU sets it without a fault on a writable PTE).
+    pub fn set_dirty(&mut self, i: u64, on: bool) {
+        let e = &mut self.pages[i as usize];
+        e.flags = if on { e.flags | PTE_DIRTY } else { e.flags & !PTE_DIRTY };
+    }
+
     /// The folio at `i` waits in an LRU add batch (set) or joined the LRU (clear).
     pub fn set_lru_batched(&mut self, i: u64, on: bool) {
         let e = &mut self.pages[i as usize];

@@ -95,6 +95,42 @@ impl Kernel {
         Some(cost)
     }
 
+    /// A load from an unmapped page of a shared mapping: if the page cache has the folio, the
+    /// fault also maps the cached pages around it that this mm does not map yet, in the
+    /// aligned window of `fault_around_bytes` (64 KiB: 16 pages) within the VMA and the PMD,
+    /// each PTE from vm_page_prot (writable for shmem, clean); one fault for them all. A page
+    /// not in the cache is allocated as by a store (shmem_fault, then finish_fault alone).
+    // mm/memory.c: do_read_fault -> do_fault_around -> filemap_map_pages
+    pub fn shmem_read_fault(&mut self, t: usize, vma: usize, idx: u64) -> Option<f64> {
+        const FAULT_AROUND_PAGES: u64 = 16;
+        let mm = self.tasks[t].mm;
+        let v = &self.mms[mm].vmas[vma];
+        let file = v.shmem.expect("a shared mapping");
+        if !self.shmem[file].cache.populated(idx) {
+            return self.shmem_fault(t, vma, idx);
+        }
+        let flags = if v.flags & VM_WRITE != 0 { PTE_WRITE } else { 0 };
+        let from = idx & !(FAULT_AROUND_PAGES - 1);
+        let to = (from + FAULT_AROUND_PAGES).min(v.pt.len());
+        let mut mapped = 0;
+        for i in from..to {
+            let c = &self.shmem[file].cache;
+            if !c.populated(i) || self.mms[mm].vmas[vma].pt.populated(i) {
+                continue;
+            }
+            let (node, cpupid) = (c.nid(i) as usize, c.last_cpupid(i));
+            let m = &mut self.mms[mm];
+            m.vmas[vma].pt.populate(i, node, flags);
+            m.vmas[vma].pt.set_last_cpupid(i, cpupid);
+            m.node_pages[node] += 1;
+            m.shmem_pages[node] += 1;
+            self.access_notify_populated(mm, vma, i, node);
+            mapped += 1;
+        }
+        self.count(VmEvent::Pgfault, 1);
+        Some(self.cost.fault_entry_exit_ns + (mapped - 1) as f64 * self.cost.pte_update_ns)
+    }
+
     /// Stamp the folio's last_cpupid in the page cache and in every mapping of it.
     // mm/mmzone.c: folio_xchg_last_cpupid (the folio is one, its mappings many)
     pub fn shmem_set_last_cpupid(&mut self, file: usize, idx: u64, cpupid: u32) {
@@ -276,5 +312,32 @@ mod tests {
             assert_eq!(k.vma_policy_mof(t, v), scanned, "{version}: shmem");
             assert!(k.vma_policy_mof(t, 0), "{version}: private anonymous memory");
         }
+    }
+
+    /// mm/memory.c: do_read_fault -> do_fault_around — a load from a page of a shared
+    /// mapping that the page cache holds maps the cached pages of its aligned 16-page window
+    /// too, with one fault; a store (do_shared_fault) maps only its own page.
+    #[test]
+    fn a_read_fault_maps_the_cached_pages_around_it() {
+        let mut k = small_kernel("");
+        let a = thread(&k, 0);
+        pin(&mut k, a, 0);
+        let (mm_b, b) = second_process(&mut k, 2);
+        let file = k.shmem_file_setup("shm", 64);
+        let va = k.mmap_shared(0, file, VM_READ | VM_WRITE);
+        let vb = k.mmap_shared(mm_b, file, VM_READ | VM_WRITE);
+        for i in (0..32).filter(|&i| i != 20) {
+            k.shmem_fault(a, va, i).unwrap();
+        }
+        let faults = k.vmstat.get(Pgfault);
+        k.shmem_read_fault(b, vb, 18).unwrap();
+        let pt = &k.mms[mm_b].vmas[vb].pt;
+        assert_eq!(k.vmstat.get(Pgfault) - faults, 1);
+        assert!((16..32).all(|i| pt.populated(i) == (i != 20)), "the window 16..32, but the page not in the cache");
+        assert!(!pt.populated(15) && pt.writable(18), "nothing outside it; writable (vm_page_prot)");
+        k.shmem_fault(b, vb, 5).unwrap();
+        assert!(!k.mms[mm_b].vmas[vb].pt.populated(4), "a store fault maps its page alone");
+        assert_eq!(k.mms[mm_b].shmem_pages[0], 16);
+        crate::invariants::check_counters(&k).unwrap();
     }
 }

@@ -152,7 +152,9 @@ impl Kernel {
                     if at < end {
                         let slice = (end - at).min(b);
                         let mut bb = slice;
+                        self.stream_loads_first = true;
                         self.sweep(t, vma, first, npages, u32::MAX, &mut bb);
+                        self.stream_loads_first = false;
                         b -= slice - bb;
                     }
                     if self.now as f64 + (tick - b) >= end {
@@ -521,7 +523,8 @@ impl Kernel {
         self.set_clock(*b);
         let t0 = self.clock as f64;
         if !self.mms[mm].vmas[vma].pt.populated(idx) {
-            match self.do_pte_missing(t, vma, idx) {
+            let missing = if self.stream_loads_first && self.mms[mm].vmas[vma].shmem.is_some() { self.shmem_read_fault(t, vma, idx) } else { self.do_pte_missing(t, vma, idx) };
+            match missing {
                 Some(c) => {
                     if self.il.is_some() {
                         self.note_fault(t, vma, idx, t0, c, (false, 0));
@@ -537,6 +540,10 @@ impl Kernel {
                 self.note_fault(t, vma, idx, t0, c, (true, nid));
             }
             self.charge_sys(t, c, b);
+            if write {
+                // the store the fault was for: a migrated PTE was rebuilt clean before 6.1
+                self.mms[mm].vmas[vma].pt.set_dirty(idx, true);
+            }
         }
         if write && !self.mms[mm].vmas[vma].pt.writable(idx) {
             let c = self.do_wp_page(t, vma, idx);

@@ -29,7 +29,9 @@ pub enum Op {
     SetAffinity(u8),
     /// Sequential store stream (memset) over VMA pages [first, first + npages), `passes` times.
     Sweep { vma: usize, first: u64, npages: u64, passes: u32 },
-    /// The same stream, pass after pass, until `duration_ns` of wall time after the op starts.
+    /// The same stream, pass after pass, until `duration_ns` of wall time after the op starts;
+    /// each page is loaded before it is stored to (numaw's streaming pass), which matters for a
+    /// fault on an unmapped shared page (a read fault: mm/shmem.rs, fault-around).
     SweepFor { vma: usize, first: u64, npages: u64, duration_ns: u64 },
     /// execve(2) of a program with a process image: its start-up touches the image (image.rs)
     Exec,

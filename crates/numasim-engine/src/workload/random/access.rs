@@ -142,6 +142,22 @@ impl Kernel {
         done
     }
 
+    /// After a hint fault on page `k` of a base folio: a store dirties the PTE; a load leaves a
+    /// PTE that a migration rebuilt clean (before 6.1) clean until the next store, which is
+    /// then an event of its own, only where the kernel reads the bit (TNF_NO_GROUP by
+    /// pte_dirty, 4.0-rc2..rc4): elsewhere nothing observes it.
+    fn track_dirty_after_fault(&mut self, mm: usize, vma: usize, k: u64, store: bool) {
+        let pt = &mut self.mms[mm].vmas[vma].pt;
+        if pt.folio(k).1 != 1 || pt.protnone(k) {
+            return;
+        }
+        if store {
+            pt.set_dirty(k, true);
+        } else if !pt.dirty(k) && pt.writable(k) && self.feature(crate::features::Feature::GroupByPteDirty) {
+            self.sampler_needs_fault(mm, vma, k, true);
+        }
+    }
+
     /// The first access to page `k` since it needed a fault.
     // mm/memory.c: handle_pte_fault dispatch
     fn access_fault(&mut self, t: usize, s: usize, k: u64, write_only: bool, kind: u64, b: &mut f64) {
@@ -160,6 +176,7 @@ impl Kernel {
             }
         } else if pt.protnone(k) {
             let c = self.do_numa_page(t, vma, k);
+            self.track_dirty_after_fault(mm, vma, k, write_only);
             // pages the fault left read-only take a write fault on their next store (a THP's
             // PMD one for all of them)
             let pt = &self.mms[mm].vmas[vma].pt;
@@ -182,6 +199,10 @@ impl Kernel {
         } else if write_only && !pt.writable(k) {
             self.do_wp_page(t, vma, k)
         } else {
+            if write_only {
+                // a store to a present writable PTE: the CPU sets its dirty bit, no fault
+                self.mms[mm].vmas[vma].pt.set_dirty(k, true);
+            }
             0.0
         };
         self.charge_sys(t, cost, b);
