@@ -1,4 +1,4 @@
-//! A remote-memory toucher (the real-kernel validation workload, `realkernel/src/numawork.c`):
+//! A remote-memory toucher (the real-kernel validation workload, numaw's `remote_toucher.c`):
 //! the main thread, bound to `touch_node`, first-touches the whole buffer; then one worker per
 //! CPU of `run_node` streams over all of it for `duration_s`, so NUMA balancing should pull the
 //! buffer to `run_node`; `local_threads` more, one per CPU of `touch_node`, stream over the same
