@@ -196,11 +196,19 @@ mod tests {
         (mm, t)
     }
 
-    /// mm/shmem.c: shmem_fault — the first process to touch a page allocates it (one page on
-    /// its node, cleared); the second maps the same folio: a minor fault, no allocation. Both
-    /// mms count it in their RSS (numa_maps), the allocator once (pages conserved).
-    #[test]
-    fn second_mapping_maps_the_same_folio() {
+    /// A thread `a` of mm 0 on CPU 0 and a thread `b` of a second process on CPU 2, both
+    /// mapping one 64-page shmem file (`va`, `vb`).
+    struct Two {
+        k: crate::kernel::Kernel,
+        a: usize,
+        mm_b: usize,
+        b: usize,
+        file: usize,
+        va: usize,
+        vb: usize,
+    }
+
+    fn two_processes() -> Two {
         let mut k = small_kernel("");
         let a = thread(&k, 0);
         pin(&mut k, a, 0);
@@ -208,6 +216,15 @@ mod tests {
         let file = k.shmem_file_setup("shm", 64);
         let va = k.mmap_shared(0, file, VM_READ | VM_WRITE);
         let vb = k.mmap_shared(mm_b, file, VM_READ | VM_WRITE);
+        Two { k, a, mm_b, b, file, va, vb }
+    }
+
+    /// mm/shmem.c: shmem_fault — the first process to touch a page allocates it (one page on
+    /// its node, cleared); the second maps the same folio: a minor fault, no allocation. Both
+    /// mms count it in their RSS (numa_maps), the allocator once (pages conserved).
+    #[test]
+    fn second_mapping_maps_the_same_folio() {
+        let Two { mut k, a, mm_b, b, va, vb, .. } = two_processes();
         let node_b = k.cpu_node(2);
         assert_ne!(node_b, 0, "the second process runs on another node");
         let (used, faults) = (k.nodes[0].used, k.vmstat.get(Pgfault));
@@ -228,13 +245,7 @@ mod tests {
     /// and flushes the other mm's CPUs, whose PTE was accessible (spec E6).
     #[test]
     fn hint_fault_on_a_page_mapped_by_two_processes_is_shared_and_moves_every_mapping() {
-        let mut k = small_kernel("");
-        let a = thread(&k, 0);
-        pin(&mut k, a, 0);
-        let (mm_b, b) = second_process(&mut k, 2);
-        let file = k.shmem_file_setup("shm", 64);
-        let va = k.mmap_shared(0, file, VM_READ | VM_WRITE);
-        let vb = k.mmap_shared(mm_b, file, VM_READ | VM_WRITE);
+        let Two { mut k, a, mm_b, b, file, va, vb } = two_processes();
         k.shmem_fault(a, va, 9).unwrap();
         k.shmem_fault(b, vb, 9).unwrap();
         k.mms[mm_b].cpumask[2] = true;
@@ -276,13 +287,7 @@ mod tests {
     /// mapping gone, its pages return to their nodes.
     #[test]
     fn pages_are_freed_with_the_last_mapping() {
-        let mut k = small_kernel("");
-        let a = thread(&k, 0);
-        pin(&mut k, a, 0);
-        let (mm_b, b) = second_process(&mut k, 2);
-        let file = k.shmem_file_setup("shm", 64);
-        let va = k.mmap_shared(0, file, VM_READ | VM_WRITE);
-        let vb = k.mmap_shared(mm_b, file, VM_READ | VM_WRITE);
+        let Two { mut k, a, mm_b, b, file, va, vb } = two_processes();
         for i in 0..10 {
             k.shmem_fault(a, va, i).unwrap();
         }
@@ -319,13 +324,7 @@ mod tests {
     /// too, with one fault; a store (do_shared_fault) maps only its own page.
     #[test]
     fn a_read_fault_maps_the_cached_pages_around_it() {
-        let mut k = small_kernel("");
-        let a = thread(&k, 0);
-        pin(&mut k, a, 0);
-        let (mm_b, b) = second_process(&mut k, 2);
-        let file = k.shmem_file_setup("shm", 64);
-        let va = k.mmap_shared(0, file, VM_READ | VM_WRITE);
-        let vb = k.mmap_shared(mm_b, file, VM_READ | VM_WRITE);
+        let Two { mut k, a, mm_b, b, va, vb, .. } = two_processes();
         for i in (0..32).filter(|&i| i != 20) {
             k.shmem_fault(a, va, i).unwrap();
         }
