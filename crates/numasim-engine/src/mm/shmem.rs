@@ -83,6 +83,14 @@ impl Kernel {
             self.folio_add_lru(self.tasks[t].cpu, mm, vma, idx, 0);
             cost += self.cost.clear_page_ns;
         }
+        self.map_cached_page(mm, vma, file, idx, flags);
+        self.count(VmEvent::Pgfault, 1);
+        Some(cost)
+    }
+
+    /// Map the page cache's folio at page `idx` of `file` into `vma` of `mm` with PTE `flags`.
+    // mm/memory.c: set_pte_range (folio_add_file_rmap_ptes, MM_SHMEMPAGES)
+    fn map_cached_page(&mut self, mm: usize, vma: usize, file: usize, idx: u64, flags: u8) {
         let c = &self.shmem[file].cache;
         let (node, cpupid) = (c.nid(idx) as usize, c.last_cpupid(idx));
         let m = &mut self.mms[mm];
@@ -91,8 +99,6 @@ impl Kernel {
         m.node_pages[node] += 1;
         m.shmem_pages[node] += 1;
         self.access_notify_populated(mm, vma, idx, node);
-        self.count(VmEvent::Pgfault, 1);
-        Some(cost)
     }
 
     /// A load from an unmapped page of a shared mapping: if the page cache has the folio, the
@@ -114,18 +120,10 @@ impl Kernel {
         let to = (from + FAULT_AROUND_PAGES).min(v.pt.len());
         let mut mapped = 0;
         for i in from..to {
-            let c = &self.shmem[file].cache;
-            if !c.populated(i) || self.mms[mm].vmas[vma].pt.populated(i) {
-                continue;
+            if self.shmem[file].cache.populated(i) && !self.mms[mm].vmas[vma].pt.populated(i) {
+                self.map_cached_page(mm, vma, file, i, flags);
+                mapped += 1;
             }
-            let (node, cpupid) = (c.nid(i) as usize, c.last_cpupid(i));
-            let m = &mut self.mms[mm];
-            m.vmas[vma].pt.populate(i, node, flags);
-            m.vmas[vma].pt.set_last_cpupid(i, cpupid);
-            m.node_pages[node] += 1;
-            m.shmem_pages[node] += 1;
-            self.access_notify_populated(mm, vma, i, node);
-            mapped += 1;
         }
         self.count(VmEvent::Pgfault, 1);
         Some(self.cost.fault_entry_exit_ns + (mapped - 1) as f64 * self.cost.pte_update_ns)
