@@ -45,9 +45,13 @@ impl Kernel {
             self.tasks[t].syscall = None;
             return true; // -ESRCH
         };
+        // migrate_pages(2) by root (numactl's migratepages, numaw) is MPOL_MF_MOVE_ALL
+        // (capable(CAP_SYS_NICE)): shared folios move too; move_pages(2) with MPOL_MF_MOVE
+        // leaves a folio that another process maps (-EACCES)
+        let move_all = matches!(sel, PageSelection::Node(_));
         let wanted = |k: &Kernel, p: &PageRef| {
             let node = k.mms[p.mm].vmas[p.vma].pt.nid(p.idx);
-            node != NO_NODE && node as usize != to && sel.matches_node(node as usize)
+            node != NO_NODE && node as usize != to && sel.matches_node(node as usize) && (move_all || !k.folio_likely_mapped_shared(p.mm, p.vma, p.idx))
         };
         if self.tasks[t].syscall.is_none() {
             // lru_cache_disable: every CPU's LRU add batch is drained, and stays off for the call
@@ -95,5 +99,45 @@ impl Kernel {
             self.tasks[t].syscall = None;
         }
         finished
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PageSelection;
+    use crate::mm::types::{VM_READ, VM_WRITE};
+    use crate::testutil::{pin, small_kernel, thread};
+
+    /// mm/migrate.c: add_folio_for_migration — move_pages(2) with MPOL_MF_MOVE skips a folio
+    /// mapped by another process (-EACCES); mm/mempolicy.c: kernel_migrate_pages — root's
+    /// migrate_pages(2) is MPOL_MF_MOVE_ALL and moves it, in every mapping (the rmap walk).
+    #[test]
+    fn shared_folios_move_only_with_move_all() {
+        for (sel, moved) in [(PageSelection::Range { vma: 0, first: 0, npages: 0 }, false), (PageSelection::Node(0), true)] {
+            let mut k = small_kernel("");
+            let a = thread(&k, 0);
+            pin(&mut k, a, 0);
+            let mm_b = crate::workload::autonuma::new_mm(&mut k, "other", 1);
+            let b = crate::workload::autonuma::new_task(&mut k, mm_b, "other", 0, Vec::new(), None, 0);
+            pin(&mut k, b, 2);
+            k.mms[mm_b].users = 1;
+            let file = k.shmem_file_setup("shm", 64);
+            let va = k.mmap_shared(0, file, VM_READ | VM_WRITE);
+            let vb = k.mmap_shared(mm_b, file, VM_READ | VM_WRITE);
+            k.shmem_fault(a, va, 3).unwrap();
+            k.shmem_fault(b, vb, 3).unwrap();
+            k.shmem_fault(a, va, 4).unwrap();
+            let sel = match sel {
+                PageSelection::Range { .. } => PageSelection::Range { vma: va, first: 0, npages: 64 },
+                s => s,
+            };
+            let mut budget = 1e9;
+            assert!(k.sys_migrate(a, Some(0), sel, 1, &mut budget));
+            let node = |m: usize, v: usize, i: u64| k.mms[m].vmas[v].pt.nid(i);
+            assert_eq!(node(0, va, 4), 1, "a page only this process maps moves");
+            let want = if moved { 1 } else { 0 };
+            assert_eq!((node(0, va, 3), node(mm_b, vb, 3)), (want, want), "the shared page, in both mappings");
+            crate::invariants::check_counters(&k).unwrap();
+        }
     }
 }
