@@ -146,11 +146,9 @@ def test_kernel_choice_sets_the_simulated_profile():
 
 def test_workload_lines_match_the_simulators_parameters():
     r = resolved("migratepages-thp")
-    # an engine with shared mappings echoes the toucher's defaults (processes, mapping)
-    shared = " processes=1 mapping=private" if r["workloads"][0].get("processes") is not None else ""
-    assert spec.workload_lines(r) == [
+    assert spec.workload_lines(r) == [  # the toucher's defaults (processes, mapping) are echoed too
         "remote_toucher size_mib=32 threads=2 local_threads=0 touch_node=0 run_node=1 duration_s=25.0 madvise=hugepage"
-        f"{shared} start_s=0.0",
+        " processes=1 mapping=private start_s=0.0",
         "migratepages target=0 from=0 to=1 loops=1 interval_s=0.5 start_s=2.0",
     ]
     r = resolved("numa02-small-4k", overrides=[("workload", [

@@ -65,13 +65,14 @@ impl Kernel {
     }
 
     /// A fault on an unmapped page: a shared mapping's page comes from its file (mm/shmem.rs),
-    /// an anonymous one is allocated.
-    // mm/memory.c: do_pte_missing (do_anonymous_page / do_fault)
-    pub fn do_pte_missing(&mut self, t: usize, vma: usize, idx: u64) -> Option<f64> {
-        if self.mms[self.tasks[t].mm].vmas[vma].shmem.is_some() {
-            self.shmem_fault(t, vma, idx)
-        } else {
-            self.do_anonymous_page(t, vma, idx)
+    /// by a load with fault-around, by a store alone; an anonymous one is allocated (a first
+    /// access is taken as a store: streams store, and the zero page of a load is its own path).
+    // mm/memory.c: do_pte_missing -> do_anonymous_page / do_fault (do_read_fault, do_shared_fault)
+    pub fn do_pte_missing(&mut self, t: usize, vma: usize, idx: u64, store: bool) -> Option<f64> {
+        match self.mms[self.tasks[t].mm].vmas[vma].shmem {
+            Some(file) if store => self.shmem_fault(t, vma, file, idx),
+            Some(file) => self.shmem_read_fault(t, vma, file, idx),
+            None => self.do_anonymous_page(t, vma, idx),
         }
     }
 
@@ -191,8 +192,10 @@ impl Kernel {
         let (head, nr) = v.pt.folio(idx);
         let pmd = v.pt.pmd_mapped(idx);
         // a shared mapping's vm_page_prot carries the write bit (no write-notify for shmem), so
-        // pte_modify restores it writable whatever the release does with the saved write bit
-        let preserve = self.feature(Feature::NumaPreserveWrite) || v.flags & VM_SHARED != 0;
+        // pte_modify restores it writable whatever the release does with the saved write bit,
+        // after a failed migration too
+        let shared = v.flags & VM_SHARED != 0;
+        let preserve = self.feature(Feature::NumaPreserveWrite) || shared;
         if nr > 1 && !pmd && !self.feature(Feature::NumaMthp) {
             // <= v6.9: "TODO: handle PTE-mapped THP" -> out_map, before any NUMA accounting
             self.count(VmEvent::Pgfault, 1);
@@ -244,7 +247,6 @@ impl Kernel {
         if delay_map && flags & TNF_MIGRATED == 0 {
             // out_map: restore the PTE; since 6.3 the write bit is re-derived, and dropped after
             // a failure; before, the saved write bit of the PROT_NONE PTE comes back (savedwrite)
-            let shared = self.mms[mm].vmas[vma].flags & VM_SHARED != 0;
             let w = writable && preserve && (shared || flags & TNF_MIGRATE_FAIL == 0 || !self.feature(Feature::NumaDropSavedwrite));
             self.numa_rebuild_mapping(mm, vma, head, nr, w);
         }

@@ -105,37 +105,24 @@ impl Kernel {
 #[cfg(test)]
 mod tests {
     use super::PageSelection;
-    use crate::mm::types::{VM_READ, VM_WRITE};
-    use crate::testutil::{pin, small_kernel, thread};
+    use crate::mm::shmem::tests::{two_processes, Two};
 
     /// mm/migrate.c: add_folio_for_migration — move_pages(2) with MPOL_MF_MOVE skips a folio
     /// mapped by another process (-EACCES); mm/mempolicy.c: kernel_migrate_pages — root's
     /// migrate_pages(2) is MPOL_MF_MOVE_ALL and moves it, in every mapping (the rmap walk).
     #[test]
     fn shared_folios_move_only_with_move_all() {
-        for (sel, moved) in [(PageSelection::Range { vma: 0, first: 0, npages: 0 }, false), (PageSelection::Node(0), true)] {
-            let mut k = small_kernel("");
-            let a = thread(&k, 0);
-            pin(&mut k, a, 0);
-            let mm_b = crate::workload::autonuma::new_mm(&mut k, "other", 1);
-            let b = crate::workload::autonuma::new_task(&mut k, mm_b, "other", 0, Vec::new(), None, 0);
-            pin(&mut k, b, 2);
-            k.mms[mm_b].users = 1;
-            let file = k.shmem_file_setup("shm", 64);
-            let va = k.mmap_shared(0, file, VM_READ | VM_WRITE);
-            let vb = k.mmap_shared(mm_b, file, VM_READ | VM_WRITE);
-            k.shmem_fault(a, va, 3).unwrap();
-            k.shmem_fault(b, vb, 3).unwrap();
-            k.shmem_fault(a, va, 4).unwrap();
-            let sel = match sel {
-                PageSelection::Range { .. } => PageSelection::Range { vma: va, first: 0, npages: 64 },
-                s => s,
-            };
+        for move_all in [false, true] {
+            let Two { mut k, a, mm_b, b, file, va, vb } = two_processes();
+            k.shmem_fault(a, va, file, 3).unwrap();
+            k.shmem_fault(b, vb, file, 3).unwrap();
+            k.shmem_fault(a, va, file, 4).unwrap();
+            let sel = if move_all { PageSelection::Node(0) } else { PageSelection::Range { vma: va, first: 0, npages: 64 } };
             let mut budget = 1e9;
             assert!(k.sys_migrate(a, Some(0), sel, 1, &mut budget));
             let node = |m: usize, v: usize, i: u64| k.mms[m].vmas[v].pt.nid(i);
             assert_eq!(node(0, va, 4), 1, "a page only this process maps moves");
-            let want = if moved { 1 } else { 0 };
+            let want = if move_all { 1 } else { 0 };
             assert_eq!((node(0, va, 3), node(mm_b, vb, 3)), (want, want), "the shared page, in both mappings");
             crate::invariants::check_counters(&k).unwrap();
         }

@@ -45,19 +45,21 @@ impl Kernel {
         vma
     }
 
-    /// The live mappings of the file behind `vma` of `mm` that map page `idx`, this one included.
+    /// The live mappings of `file` that map page `idx`: (mm, vma).
     // mm/rmap.c: rmap_walk_file
+    fn shmem_rmap(&self, file: usize, idx: u64) -> impl Iterator<Item = (usize, usize)> + '_ {
+        self.shmem[file].mappers.iter().copied().filter(move |&(m, v)| !self.mms[m].exited && self.mms[m].vmas[v].pt.populated(idx))
+    }
+
+    /// `shmem_rmap`, collected (for walks that change the mappings).
     pub fn shmem_mappings_of(&self, file: usize, idx: u64) -> Vec<(usize, usize)> {
-        self.shmem[file].mappers.iter().copied().filter(|&(m, v)| !self.mms[m].exited && self.mms[m].vmas[v].pt.populated(idx)).collect()
+        self.shmem_rmap(file, idx).collect()
     }
 
     /// Whether the folio holding page `idx` of `vma` is mapped by more than one process.
     // include/linux/mm.h: folio_likely_mapped_shared (folio_maybe_mapped_shared since 6.15)
     pub fn folio_likely_mapped_shared(&self, mm: usize, vma: usize, idx: u64) -> bool {
-        match self.mms[mm].vmas[vma].shmem {
-            Some(f) => self.shmem[f].mappers.iter().filter(|&&(m, v)| !self.mms[m].exited && self.mms[m].vmas[v].pt.populated(idx)).nth(1).is_some(),
-            None => false,
-        }
+        self.mms[mm].vmas[vma].shmem.is_some_and(|f| self.shmem_rmap(f, idx).nth(1).is_some())
     }
 
     /// A fault on an unmapped page of a shared mapping: map the file's folio if the page cache
@@ -65,10 +67,9 @@ impl Kernel {
     /// the task's policy, add it to the page cache and map it. The PTE of a writable shared
     /// mapping is writable and dirty (no write-notify for shmem). None on out-of-memory.
     // mm/memory.c: do_shared_fault -> __do_fault (mm/shmem.c: shmem_fault -> shmem_get_folio_gfp) -> finish_fault
-    pub fn shmem_fault(&mut self, t: usize, vma: usize, idx: u64) -> Option<f64> {
+    pub fn shmem_fault(&mut self, t: usize, vma: usize, file: usize, idx: u64) -> Option<f64> {
         let mm = self.tasks[t].mm;
         let v = &self.mms[mm].vmas[vma];
-        let file = v.shmem.expect("a shared mapping");
         let flags = if v.flags & VM_WRITE != 0 { PTE_WRITE | PTE_DIRTY } else { 0 };
         let mut cost = self.cost.fault_entry_exit_ns;
         if !self.shmem[file].cache.populated(idx) {
@@ -107,14 +108,13 @@ impl Kernel {
     /// each PTE from vm_page_prot (writable for shmem, clean); one fault for them all. A page
     /// not in the cache is allocated as by a store (shmem_fault, then finish_fault alone).
     // mm/memory.c: do_read_fault -> do_fault_around -> filemap_map_pages
-    pub fn shmem_read_fault(&mut self, t: usize, vma: usize, idx: u64) -> Option<f64> {
+    pub fn shmem_read_fault(&mut self, t: usize, vma: usize, file: usize, idx: u64) -> Option<f64> {
         const FAULT_AROUND_PAGES: u64 = 16;
         let mm = self.tasks[t].mm;
-        let v = &self.mms[mm].vmas[vma];
-        let file = v.shmem.expect("a shared mapping");
         if !self.shmem[file].cache.populated(idx) {
-            return self.shmem_fault(t, vma, idx);
+            return self.shmem_fault(t, vma, file, idx);
         }
+        let v = &self.mms[mm].vmas[vma];
         let flags = if v.flags & VM_WRITE != 0 { PTE_WRITE } else { 0 };
         let from = idx & !(FAULT_AROUND_PAGES - 1);
         let to = (from + FAULT_AROUND_PAGES).min(v.pt.len());
@@ -179,7 +179,7 @@ impl Kernel {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use crate::mm::types::{VM_READ, VM_WRITE};
     use crate::sched::numa::fault::{cpu_pid_to_cpupid, TNF_SHARED};
     use crate::testutil::{pin, small_kernel, thread};
@@ -196,17 +196,17 @@ mod tests {
 
     /// A thread `a` of mm 0 on CPU 0 and a thread `b` of a second process on CPU 2, both
     /// mapping one 64-page shmem file (`va`, `vb`).
-    struct Two {
-        k: crate::kernel::Kernel,
-        a: usize,
-        mm_b: usize,
-        b: usize,
-        file: usize,
-        va: usize,
-        vb: usize,
+    pub(crate) struct Two {
+        pub k: crate::kernel::Kernel,
+        pub a: usize,
+        pub mm_b: usize,
+        pub b: usize,
+        pub file: usize,
+        pub va: usize,
+        pub vb: usize,
     }
 
-    fn two_processes() -> Two {
+    pub(crate) fn two_processes() -> Two {
         let mut k = small_kernel("");
         let a = thread(&k, 0);
         pin(&mut k, a, 0);
@@ -222,12 +222,12 @@ mod tests {
     /// mms count it in their RSS (numa_maps), the allocator once (pages conserved).
     #[test]
     fn second_mapping_maps_the_same_folio() {
-        let Two { mut k, a, mm_b, b, va, vb, .. } = two_processes();
+        let Two { mut k, a, mm_b, b, file, va, vb } = two_processes();
         let node_b = k.cpu_node(2);
         assert_ne!(node_b, 0, "the second process runs on another node");
         let (used, faults) = (k.nodes[0].used, k.vmstat.get(Pgfault));
-        k.shmem_fault(a, va, 5).unwrap();
-        k.shmem_fault(b, vb, 5).unwrap();
+        k.shmem_fault(a, va, file, 5).unwrap();
+        k.shmem_fault(b, vb, file, 5).unwrap();
         assert_eq!(k.nodes[0].used, used + 1, "one page allocated, on the first toucher's node");
         assert_eq!(k.mms[mm_b].vmas[vb].pt.nid(5), 0, "the second mapping sees the first's folio");
         assert_eq!((k.mms[0].shmem_pages[0], k.mms[mm_b].shmem_pages[0]), (1, 1));
@@ -244,8 +244,8 @@ mod tests {
     #[test]
     fn hint_fault_on_a_page_mapped_by_two_processes_is_shared_and_moves_every_mapping() {
         let Two { mut k, a, mm_b, b, file, va, vb } = two_processes();
-        k.shmem_fault(a, va, 9).unwrap();
-        k.shmem_fault(b, vb, 9).unwrap();
+        k.shmem_fault(a, va, file, 9).unwrap();
+        k.shmem_fault(b, vb, file, 9).unwrap();
         k.mms[mm_b].cpumask[2] = true;
         k.lru_add_drain_all();
         // b's scanner protected its PTE; a's PTE is still present
@@ -287,9 +287,9 @@ mod tests {
     fn pages_are_freed_with_the_last_mapping() {
         let Two { mut k, a, mm_b, b, file, va, vb } = two_processes();
         for i in 0..10 {
-            k.shmem_fault(a, va, i).unwrap();
+            k.shmem_fault(a, va, file, i).unwrap();
         }
-        k.shmem_fault(b, vb, 0).unwrap();
+        k.shmem_fault(b, vb, file, 0).unwrap();
         let used = k.nodes[0].used;
         k.exit_mmap(mm_b);
         assert_eq!(k.nodes[0].used, used, "the first process still maps the file");
@@ -322,17 +322,17 @@ mod tests {
     /// too, with one fault; a store (do_shared_fault) maps only its own page.
     #[test]
     fn a_read_fault_maps_the_cached_pages_around_it() {
-        let Two { mut k, a, mm_b, b, va, vb, .. } = two_processes();
+        let Two { mut k, a, mm_b, b, file, va, vb } = two_processes();
         for i in (0..32).filter(|&i| i != 20) {
-            k.shmem_fault(a, va, i).unwrap();
+            k.shmem_fault(a, va, file, i).unwrap();
         }
         let faults = k.vmstat.get(Pgfault);
-        k.shmem_read_fault(b, vb, 18).unwrap();
+        k.shmem_read_fault(b, vb, file, 18).unwrap();
         let pt = &k.mms[mm_b].vmas[vb].pt;
         assert_eq!(k.vmstat.get(Pgfault) - faults, 1);
         assert!((16..32).all(|i| pt.populated(i) == (i != 20)), "the window 16..32, but the page not in the cache");
         assert!(!pt.populated(15) && pt.writable(18), "nothing outside it; writable (vm_page_prot)");
-        k.shmem_fault(b, vb, 5).unwrap();
+        k.shmem_fault(b, vb, file, 5).unwrap();
         assert!(!k.mms[mm_b].vmas[vb].pt.populated(4), "a store fault maps its page alone");
         assert_eq!(k.mms[mm_b].shmem_pages[0], 16);
         crate::invariants::check_counters(&k).unwrap();

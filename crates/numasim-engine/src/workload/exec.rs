@@ -523,8 +523,7 @@ impl Kernel {
         self.set_clock(*b);
         let t0 = self.clock as f64;
         if !self.mms[mm].vmas[vma].pt.populated(idx) {
-            let missing = if self.stream_loads_first && self.mms[mm].vmas[vma].shmem.is_some() { self.shmem_read_fault(t, vma, idx) } else { self.do_pte_missing(t, vma, idx) };
-            match missing {
+            match self.do_pte_missing(t, vma, idx, write && !self.stream_loads_first) {
                 Some(c) => {
                     if self.il.is_some() {
                         self.note_fault(t, vma, idx, t0, c, (false, 0));
