@@ -21,23 +21,69 @@ def process_pool(jobs: int, progress_queue=None):
     are terminated rather than waited for, so the caller stops now, not after the runs.
     ``progress_queue``: the workers' runs report (key, fraction done) there."""
     pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_set_queue, initargs=(progress_queue,))
+                               initializer=_init_worker, initargs=(progress_queue,))
     try:
         yield pool
     except BaseException:
         workers = list((getattr(pool, "_processes", None) or {}).values())
+        # shutdown() drops the executor's references to these: taken first
+        manager, results = getattr(pool, "_executor_manager_thread", None), getattr(pool, "_result_queue", None)
         pool.shutdown(wait=False, cancel_futures=True)
         for w in workers:
             w.terminate()
         for w in workers:
             w.join(5)
+        _end_manager_thread(manager, results)
         raise
     pool.shutdown(wait=True)
 
 
-def _set_queue(q) -> None:
+def _end_manager_thread(manager, result_queue) -> None:
+    """Let the executor's manager thread finish now that its workers are gone; else the
+    interpreter's exit waits for it, or races with it (OSError: Bad file descriptor). A
+    worker terminated while it wrote a large result leaves that thread reading the rest
+    of the message forever: closing this process's write end of the result pipe (the
+    workers held the others) gives it end-of-file, and it ends as for a broken pool."""
+    if manager is None:
+        return
+    manager.join(1)
+    if manager.is_alive():
+        writer = getattr(result_queue, "_writer", None)
+        if writer is not None:
+            with contextlib.suppress(OSError):
+                writer.close()
+        manager.join(5)
+
+
+def _init_worker(q) -> None:
+    """In a new worker: Ctrl-C is the parent's to handle (it terminates the workers), so
+    SIGINT is ignored here, and unblocked (see sigint_blocked) only once ignored."""
+    import signal
+
     global _PROGRESS_QUEUE
     _PROGRESS_QUEUE = q
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+@contextlib.contextmanager
+def sigint_blocked():
+    """SIGINT blocked in this thread while worker processes are spawned (ProcessPoolExecutor
+    starts them in submit()): they inherit the mask, so a Ctrl-C during their start-up
+    (imports, before _init_worker) cannot print a traceback there. A SIGINT that arrives
+    meanwhile is delivered here on the way out, as KeyboardInterrupt."""
+    import signal
+    import threading
+
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def run_one(toml_text: str, progress=None):
@@ -113,7 +159,8 @@ def run_scenarios(scenarios: dict, jobs: int = 2, status=None, stop_on_error: bo
     heard: dict = {}  # key -> reports received
     try:
         with opened as pool:
-            futures = {pool.submit(_worker, k, scenarios[k]): k for k in keys}
+            with sigint_blocked():
+                futures = {pool.submit(_worker, k, scenarios[k]): k for k in keys}
             pending = set(futures)
             while pending:
                 done, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
