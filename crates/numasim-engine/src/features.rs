@@ -69,6 +69,12 @@ features! {
         "MMU_NOTIFIER_RANGE_NUMA flag on NUMA-purpose invalidations"),
     KvmSkipPinnedZap = ("kvm-skip-pinned-zap", "", "", "004 (patch 3/3, RFC 2023)", true, false,
         "KVM keeps SPTEs of maybe-pinned pages on NUMA invalidations (needs mmu-notifier-range-numa)"),
+    NumaTieringHotThreshold = ("numa-tiering-hot-threshold", "6.1", "", "33024536bafd (memory tiering: hot page selection, 1/3)", true, true,
+        "tiering mode promotes a slow-tier page only if its hint fault came within hot_threshold_ms of the scan that protected it (or the target has free space enough)"),
+    NumaTieringRateLimit = ("numa-tiering-rate-limit", "6.1", "", "c6833e10008f (2/3)", true, true,
+        "promotion candidates per target node are limited to numa_balancing_promote_rate_limit_MBps a second (pgpromote_candidate)"),
+    NumaTieringAutoThreshold = ("numa-tiering-auto-threshold", "6.1", "", "c959924b0dc5 (3/3)", true, true,
+        "every scan_period_max the hot threshold moves by 1/8 toward the rate limit's candidate count"),
 }
 
 impl Feature {

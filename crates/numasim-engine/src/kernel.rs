@@ -46,6 +46,8 @@ pub struct SimEvents {
 const RNG_FRAGMENTATION: u64 = 2;
 /// RNG stream of scheduler races (which thread wins an mm's scan window).
 const RNG_SCHED: u64 = 3;
+/// RNG stream of reclaim's reference checks (mm/vmscan.rs).
+const RNG_RECLAIM: u64 = 4;
 
 pub struct Kernel {
     pub topo: Topology,
@@ -139,6 +141,11 @@ pub struct Kernel {
     pub asleep: Vec<(usize, f64, f64)>,
     /// `machine.steal_in_runtime`: the share of stolen time the guest counts as runtime.
     pub steal_in_runtime: f64,
+    /// Memory tiers and demotion targets (mm/memory_tiers.rs).
+    pub tiers: crate::mm::memory_tiers::NodeTiers,
+    /// Some node can demote (demotion_enabled and a target): the nodes keep LRU lists.
+    pub lru_tracking: bool,
+    pub reclaim_rng: crate::sim::rng::Rng,
 }
 
 impl Kernel {
@@ -152,7 +159,9 @@ impl Kernel {
 
     pub fn new(s: &Scenario) -> Self {
         let topo = s.machine.topology.clone();
-        let nodes = NodeMem::for_topology(&topo);
+        let nodes = NodeMem::for_topology(&topo, s.kernel.tiering.watermark_scale_factor as u64);
+        let tiers = crate::mm::memory_tiers::NodeTiers::build(&topo, &s.machine.memory_type, s.machine.hmat, &s.machine.cost, s.kernel.variants.memory_tiers);
+        let lru_tracking = s.kernel.tiering.demotion_enabled && tiers.demotion.iter().any(|d| !d.is_empty());
         Kernel {
             cpus: vec![Cpu::default(); topo.nr_cpus()],
             irq_tlb_count: vec![0; topo.nr_cpus()],
@@ -215,6 +224,9 @@ impl Kernel {
             flush_at: None,
             pending_flushes: Vec::new(),
             asleep: Vec::new(),
+            tiers,
+            lru_tracking,
+            reclaim_rng: crate::sim::rng::Rng::new(s.seed, RNG_RECLAIM),
         }
     }
 
@@ -267,6 +279,18 @@ impl Kernel {
 
     pub fn numa_balancing(&self) -> bool {
         self.cfg.numa_balancing
+    }
+
+    /// NUMA_BALANCING_MEMORY_TIERING is set.
+    #[inline]
+    pub fn tiering_mode(&self) -> bool {
+        self.cfg.tiering.tiering()
+    }
+
+    // include/linux/memory-tiers.h: node_is_toptier
+    #[inline]
+    pub fn node_is_toptier(&self, node: usize) -> bool {
+        self.tiers.toptier[node]
     }
 
     pub fn cpu_node(&self, cpu: usize) -> usize {

@@ -7,8 +7,9 @@ use crate::features::{Feature, FeatureSet};
 use crate::variants::Variants;
 
 /// The versions a scenario may name (docs/model.md has them as a table): every release a
-/// shipped experiment names, the releases Debian ships (6.1, 6.12, 7.3) and 6.6.
-pub const KERNEL_VERSIONS: &[&str] = &["3.19", "4.0-rc4", "4.0", "4.9", "5.12", "5.13", "6.1", "6.3", "6.4", "6.6", "6.9", "6.10", "6.12", "6.14", "7.3"];
+/// shipped experiment names, the releases Debian ships (6.1, 6.12, 7.3), 6.6, and 5.19 (the
+/// memory-tiering mode that 6.1's hot page selection was measured against).
+pub const KERNEL_VERSIONS: &[&str] = &["3.19", "4.0-rc4", "4.0", "4.9", "5.12", "5.13", "5.19", "6.1", "6.3", "6.4", "6.6", "6.9", "6.10", "6.12", "6.14", "7.3"];
 
 /// The version whose feature set is the engine's default.
 pub const DEFAULT_VERSION: &str = "6.12";

@@ -103,6 +103,7 @@ impl Simulation {
             return Err(Error::OutOfMemory { at_s: k.now as f64 / 1e9, detail });
         }
         self.tick_no += 1;
+        k.run_kswapds();
         k.scheduler_tick(self.tick_no);
         let spawned = std::mem::take(&mut k.spawned);
         k.wake_up_new_tasks(spawned);

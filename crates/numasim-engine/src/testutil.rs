@@ -116,3 +116,26 @@ pub fn hot_page_kernel(features: &str) -> crate::kernel::Kernel {
     sim.k.collect_sampler_threads();
     sim.k
 }
+
+/// A tiered machine: node 0 DRAM with 2 CPUs (1 GiB), node 1 CPU-less kmem memory (2 GiB, in
+/// memory_tier22); `kernel.numa_balancing = mode`, 6.12, `sysctl` lines under
+/// [kernel.sysctl]; a memhog holding 768 MiB, all on node 0.
+pub fn tiered(sysctl: &str, mode: u8) -> String {
+    let machine = SMALL
+        .split("[[workload]]")
+        .next()
+        .unwrap_or(SMALL)
+        .replace("memory_gib_per_node = 1", "memory_gib_per_node = [1, 2]")
+        .replace("cpus_per_node = 2", "cpus_per_node = [2, 0]\nmemory_type = [\"dram\", \"kmem\"]");
+    format!("[kernel]\nversion = \"6.12\"\nnuma_balancing = {mode}\n[kernel.sysctl]\n{sysctl}\n{machine}\n[[workload]]\nkind = \"memory_eater\"\nsize_gib = 0.75\nnode = 0\nfree_at_s = 1000\n")
+}
+
+/// The kernel of `tiered` once the memhog holds its memory.
+pub fn tiered_kernel(sysctl: &str, mode: u8) -> Kernel {
+    let s = parse_scenario(&tiered(sysctl, mode)).expect("fixture parses");
+    let mut sim = Simulation::new(&s).expect("builds");
+    while sim.k.nodes[0].used < 768 * 256 {
+        assert!(sim.step().expect("steps"), "the memhog fills its memory");
+    }
+    sim.k
+}

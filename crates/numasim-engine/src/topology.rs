@@ -66,12 +66,15 @@ impl Topology {
                 v
             })
             .collect();
-        // sched_init_numa: every distance between two nodes with CPUs is one level
-        let mut numa_distances: Vec<u32> = distance.iter().flatten().copied().collect();
+        // sched_init_numa: every distance between two nodes with CPUs is one level (CPU-less
+        // nodes left out since 0fb3978b0aac, 5.17)
+        let cpu_nodes: Vec<usize> = (0..cpus_per_node.len()).filter(|&n| cpus_per_node[n] > 0).collect();
+        let mut numa_distances: Vec<u32> = cpu_nodes.iter().flat_map(|&a| cpu_nodes.iter().map(move |&b| (a, b))).map(|(a, b)| distance[a][b]).collect();
         numa_distances.sort_unstable();
         numa_distances.dedup();
         let max_numa_distance = numa_distances.last().copied().unwrap_or(LOCAL_DISTANCE);
-        let numa_topology_type = init_numa_topology_type(&distance, numa_distances.len(), max_numa_distance);
+        let cpu_distance: Vec<Vec<u32>> = cpu_nodes.iter().map(|&a| cpu_nodes.iter().map(|&b| distance[a][b]).collect()).collect();
+        let numa_topology_type = init_numa_topology_type(&cpu_distance, numa_distances.len(), max_numa_distance);
         Topology { nr_nodes, cpu_node, cpu_core, smt, node_cpus, cpu_siblings, zonelist, node_pages, distance, numa_distances, max_numa_distance, numa_topology_type }
     }
 
@@ -84,6 +87,19 @@ impl Topology {
     // kernel/sched/topology.c: find_numa_distance
     pub fn find_numa_distance(&self, dist: u32) -> bool {
         self.numa_distances.contains(&dist)
+    }
+
+    /// node_state(node, N_CPU).
+    pub fn has_cpu(&self, node: usize) -> bool {
+        !self.node_cpus[node].is_empty()
+    }
+
+    /// `node` if it has CPUs, else the nearest node that has (the lowest id among ties).
+    pub fn nearest_cpu_node(&self, node: usize) -> usize {
+        if self.has_cpu(node) {
+            return node;
+        }
+        (0..self.nr_nodes).filter(|&n| self.has_cpu(n)).min_by_key(|&n| (self.distance[node][n], n)).unwrap_or(node)
     }
 
     pub fn nr_cpus(&self) -> usize {

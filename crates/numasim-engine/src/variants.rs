@@ -183,6 +183,17 @@ mechanisms! {
         V6_0 = ("6.0", "70ce3ea9aa4e", true, "6.0", "zeroed: a new task may try its preferred node at once"),
     }
     // ---- end of the scheduler side ----
+    numa_tiering: NumaTiering ("memory tiering mode", "kernel/sched/fair.c: should_numa_migrate_memory; mm/migrate.c: migrate_misplaced_folio") {
+        Base = ("base", "", true, "", "kernel.numa_balancing is a boolean: no tiering mode (2 and 3 are refused)"),
+        V5_18 = ("5.18", "c574bbe91703", true, "5.18", "NUMA_BALANCING_MEMORY_TIERING: mode 2 scans only slow-tier pages (a1a3a2fc304d), a failed promotion wakes the fast node's kswapd to the promo watermark, pgpromote_success (e39bb6be9f2b); slow-tier folios pass the ordinary two-stage cpupid filter"),
+        V6_18 = ("6.18", "", false, "6.18", "promotions without the rate limit (free space enough) count in pgpromote_candidate_nrl, not pgpromote_candidate (Ruan Shiyang, 2025; release recalled)"),
+    }
+    memory_tiers: MemoryTiers ("memory tier of a node", "mm/memory-tiers.c: set_node_memory_tier, node_is_toptier, establish_demotion_targets") {
+        Base = ("base", "", true, "", "no tiers and no demotion: every node is top tier"),
+        V5_15 = ("5.15", "79c28a416722", true, "5.15", "no tiers: a node without CPUs is a lower tier (node_is_toptier = N_CPU from 5.18) and the demotion target of its nearest CPU node (26aa2d199d6f)"),
+        V6_1 = ("6.1", "", true, "6.1", "abstract distance: DRAM (and a CPU-less node with no driver) 576, dax/kmem 2880 (memory_tier22); top tier up to the slowest tier holding CPUs; demotion to the nearest nodes of the next lower tier"),
+        V6_10 = ("6.10", "", false, "6.10", "HMAT: a node without a driver type gets 576 x latency/DRAM latency x DRAM bandwidth/bandwidth once HMAT is parsed (3718c02dbd4c, 6.7; CPU-less nodes deferred to it, Ho-Ren Chuang, 6.10)"),
+    }
 }
 
 impl Default for Variants {

@@ -37,6 +37,11 @@ vm_events! {
     NrTlbRemoteFlushReceived = "nr_tlb_remote_flush_received",
     NrTlbLocalFlushAll = "nr_tlb_local_flush_all",
     NrTlbLocalFlushOne = "nr_tlb_local_flush_one",
+    PgpromoteSuccess = "pgpromote_success",
+    PgpromoteCandidate = "pgpromote_candidate",
+    PgpromoteCandidateNrl = "pgpromote_candidate_nrl",
+    PgdemoteKswapd = "pgdemote_kswapd",
+    PgdemoteDirect = "pgdemote_direct",
 }
 
 pub const NR_VM_EVENTS: usize = VM_EVENT_NAMES.len();

@@ -211,8 +211,9 @@ impl Kernel {
         }
         let pt = &self.mms[mm].vmas[vma].pt;
         let nid = pt.nid(head) as usize;
-        // numa_migrate_check: read last_cpupid before mpol_misplaced updates it
-        let last_cpupid = pt.last_cpupid(head);
+        // numa_migrate_check: read last_cpupid before mpol_misplaced updates it; a slow-tier
+        // folio's holds its access time, read as unset
+        let last_cpupid = if self.folio_use_access_time(nid) { crate::mm::pgtable::CPUPID_UNSET } else { pt.last_cpupid(head) };
         let pid = self.tasks[t].pid;
         self.vma_set_access_pid_bit(mm, vma, pid);
         flags |= self.count_hint_fault(nid, cpu);

@@ -230,6 +230,7 @@ impl Kernel {
             let m = &mut self.mms[p.mm];
             m.node_pages[src] -= nr;
             m.node_pages[target] += nr;
+            self.reset_cpupid_across_tiers(p.mm, p.vma, head, src, target);
         }
         // the new folio joins the LRU through the migrating CPU's batch (migrate_folio_move)
         self.folio_add_lru(cpu, p.mm, p.vma, head, nr.trailing_zeros() as u8);
@@ -252,7 +253,14 @@ impl Kernel {
         if self.feature(Feature::NumaMigrateRatelimit) && self.numamigrate_update_ratelimit(target, nr) {
             return false;
         }
-        self.migrate_balanced_pgdat(target, nr) && self.folio_test_lru(mm, vma, head)
+        if !self.migrate_balanced_pgdat(target, nr) {
+            // c574bbe91703 (5.18): a promotion that finds the fast node full wakes its kswapd
+            if self.tiering_mode() {
+                self.wakeup_kswapd(target);
+            }
+            return false;
+        }
+        self.folio_test_lru(mm, vma, head)
     }
 
     /// 3.8-4.18: at most ratelimit_pages (128 MiB) migrate to a node per 100 ms window; true
@@ -278,9 +286,14 @@ impl Kernel {
     // mm/migrate.c: migrate_misplaced_folio -> migrate_pages(MIGRATE_ASYNC, MR_NUMA_MISPLACED)
     pub fn migrate_misplaced_folio(&mut self, t: usize, vma: usize, idx: u64, target: usize) -> (bool, f64) {
         let (mm, cpu) = (self.tasks[t].mm, self.tasks[t].cpu);
+        let src = self.mms[mm].vmas[vma].pt.nid(idx) as usize;
         let out = self.migrate_pages(&[PageRef { mm, vma, idx }], target, cpu, MigrateMode::Async);
         if out.succeeded > 0 {
             self.count(VmEvent::NumaPagesMigrated, out.succeeded);
+            // e39bb6be9f2b (5.18): a move from a lower tier into the top tier is a promotion
+            if self.variants().numa_tiering >= crate::variants::NumaTiering::V5_18 && !self.node_is_toptier(src) && self.node_is_toptier(target) {
+                self.count(VmEvent::PgpromoteSuccess, out.succeeded);
+            }
         }
         (out.succeeded > 0, out.cost)
     }

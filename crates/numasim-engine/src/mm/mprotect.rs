@@ -24,6 +24,9 @@ impl Kernel {
         let any_pins = !self.mms[mm].io_pins.is_empty() || !self.mms[mm].longterm_pins.is_empty();
         // a sampled VMA's protected pages get their fault events as they are protected
         let sampler = self.access_subscription(mm, vma);
+        // tiering mode: without NUMA_BALANCING_NORMAL top-tier folios are left alone
+        // (a1a3a2fc304d); slow-tier ones are stamped with the scan time (6.1)
+        let tiers = self.tiering_mode().then(|| (!self.cfg.tiering.normal(), self.feature(Feature::NumaTieringHotThreshold)));
         let (mut changed, mut walked, mut huge) = (0, 0, 0);
         let mut i = start;
         while i < end {
@@ -42,6 +45,16 @@ impl Kernel {
                 if skip_pinned && any_pins && self.folio_maybe_dma_pinned(mm, vma, head, BLOCK_PAGES) {
                     i = bend;
                     continue;
+                }
+                if let Some((skip_top, stamp)) = tiers {
+                    let nid = self.mms[mm].vmas[vma].pt.nid(head) as usize;
+                    if skip_top && self.node_is_toptier(nid) {
+                        i = bend;
+                        continue;
+                    }
+                    if stamp && !self.node_is_toptier(nid) {
+                        self.stamp_access_time(mm, vma, head);
+                    }
                 }
                 let pt = &mut self.mms[mm].vmas[vma].pt;
                 for p in head..head + BLOCK_PAGES {
@@ -81,6 +94,16 @@ impl Kernel {
                     continue;
                 }
                 let fend = (head + nr).min(bend);
+                if let Some((skip_top, stamp)) = tiers {
+                    let nid = self.mms[mm].vmas[vma].pt.nid(head) as usize;
+                    if skip_top && self.node_is_toptier(nid) {
+                        p = fend;
+                        continue;
+                    }
+                    if stamp && !self.node_is_toptier(nid) {
+                        self.stamp_access_time(mm, vma, head);
+                    }
+                }
                 let pt = &mut self.mms[mm].vmas[vma].pt;
                 for q in p..fend {
                     if !pt.protnone(q) && Some(pt.nid(q)) != target {

@@ -13,6 +13,21 @@ pub struct NodeMem {
     pub wmark_min: u64,
     pub wmark_low: u64,
     pub wmark_high: u64,
+    /// WMARK_PROMO (5.18): where kswapd stops in tiering mode.
+    pub wmark_promo: u64,
+    /// Hot page selection state (6.1, struct pglist_data nbp_*): rate-limit window start (ms)
+    /// and candidates then, threshold (ms, 0 = the default), its period start and candidates.
+    pub nbp_rl_start: u64,
+    pub nbp_rl_nr_cand: u64,
+    pub nbp_threshold: u64,
+    pub nbp_th_start: u64,
+    pub nbp_th_nr_cand: u64,
+    /// This node's PGPROMOTE_CANDIDATE (node vmstat).
+    pub pgpromote_candidate: u64,
+    /// kswapd was woken (wakeup_kswapd) and runs at the tick's end (mm/vmscan.rs).
+    pub kswapd_wake: bool,
+    /// The node's LRU, oldest first, kept only where reclaim can demote (mm/vmscan.rs).
+    pub lru: std::collections::VecDeque<crate::mm::vmscan::LruEntry>,
     /// numabalancing_migrate_next_window (ns) and _nr_pages (3.8-4.18 rate limit).
     pub migrate_next_window: u64,
     pub migrate_nr_pages: u64,
@@ -36,8 +51,8 @@ pub const NR_NUMA_STAT: usize = 6;
 pub const NUMA_STAT_NAMES: [&str; NR_NUMA_STAT] = ["numa_hit", "numa_miss", "numa_foreign", "interleave_hit", "local_node", "other_node"];
 
 impl NodeMem {
-    // mm/page_alloc.c: calculate_min_free_kbytes + __setup_per_zone_wmarks (watermark_scale_factor 10)
-    pub fn for_topology(t: &Topology) -> Vec<NodeMem> {
+    // mm/page_alloc.c: calculate_min_free_kbytes + __setup_per_zone_wmarks
+    pub fn for_topology(t: &Topology, watermark_scale_factor: u64) -> Vec<NodeMem> {
         let total: u64 = t.node_pages.iter().sum();
         let min_free_kbytes = ((4.0 * ((total * 4) as f64).sqrt()) as u64).clamp(128, 262144);
         let min_free_pages = min_free_kbytes / 4;
@@ -45,8 +60,26 @@ impl NodeMem {
             .iter()
             .map(|&present| {
                 let min = min_free_pages * present / total.max(1);
-                let delta = (min / 4).max(present * 10 / 10000);
-                NodeMem { present, used: 0, wmark_min: min, wmark_low: min + delta, wmark_high: min + 2 * delta, migrate_next_window: 0, migrate_nr_pages: 0, numastat: [0; NR_NUMA_STAT] }
+                let delta = (min / 4).max(present * watermark_scale_factor / 10000);
+                NodeMem {
+                    present,
+                    used: 0,
+                    wmark_min: min,
+                    wmark_low: min + delta,
+                    wmark_high: min + 2 * delta,
+                    wmark_promo: min + 3 * delta,
+                    nbp_rl_start: 0,
+                    nbp_rl_nr_cand: 0,
+                    nbp_threshold: 0,
+                    nbp_th_start: 0,
+                    nbp_th_nr_cand: 0,
+                    pgpromote_candidate: 0,
+                    kswapd_wake: false,
+                    lru: Default::default(),
+                    migrate_next_window: 0,
+                    migrate_nr_pages: 0,
+                    numastat: [0; NR_NUMA_STAT],
+                }
             })
             .collect()
     }
@@ -70,7 +103,11 @@ impl Kernel {
         let nr = 1u64 << order;
         let (preferred, mask) = pol.alloc_nodes(this, self.topo.nr_nodes);
         let mut node = None;
-        for wmark in [|m: &NodeMem| m.wmark_low, |m: &NodeMem| m.wmark_min] {
+        for (pass, wmark) in [|m: &NodeMem| m.wmark_low, |m: &NodeMem| m.wmark_min].into_iter().enumerate() {
+            if pass == 1 {
+                // __alloc_pages_slowpath: wake_all_kswapds before the min watermark
+                self.wake_all_kswapds(preferred, mask);
+            }
             for i in 0..self.topo.nr_nodes {
                 let n = self.topo.nodes_by_distance(preferred)[i];
                 if mask & (1 << n) == 0 {

@@ -26,6 +26,9 @@ impl Kernel {
     pub fn folio_add_lru(&mut self, cpu: usize, mm: usize, vma: usize, head: u64, order: u8) {
         if order > 0 {
             self.lru_add_drain(cpu);
+            if self.lru_tracking {
+                self.lru_add_tail(PageRef { mm, vma, idx: head });
+            }
             return;
         }
         match self.mms[mm].vmas[vma].shmem {
@@ -50,6 +53,9 @@ impl Kernel {
             if let Some(v) = self.mms.get_mut(p.mm).filter(|m| !m.exited).and_then(|m| m.vmas.get_mut(p.vma)) {
                 if p.idx < v.pt.len() {
                     v.pt.set_lru_batched(p.idx, false);
+                    if self.lru_tracking {
+                        self.lru_add_tail(p);
+                    }
                 }
             }
         }

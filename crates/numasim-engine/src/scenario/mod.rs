@@ -44,6 +44,12 @@ pub struct Machine {
     /// clock is held to the tick (kernel/sched/clock.c, an unstable TSC). Measured by
     /// `numasim calibrate`; 1 by default.
     pub steal_in_runtime: f64,
+    /// Per node, who onlined its memory (mm/memory_tiers.rs); all DRAM by default.
+    #[serde(skip_serializing_if = "crate::mm::memory_tiers::all_dram")]
+    pub memory_type: Vec<crate::mm::memory_tiers::MemoryType>,
+    /// Firmware gives memory latency and bandwidth (ACPI HMAT), taken from the cost profile.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub hmat: bool,
     pub cost: CostProfile,
 }
 
@@ -53,6 +59,9 @@ pub struct KernelConfig {
     /// The release the features start from (`kernels::KERNEL_VERSIONS`); None: the default.
     pub version: Option<String>,
     pub numa_balancing: bool,
+    /// `kernel.numa_balancing` as the kernel's bit field, and the memory-tiering knobs.
+    #[serde(skip_serializing_if = "Tiering::is_default")]
+    pub tiering: Tiering,
     pub hz: u32,
     pub sysctl: Sysctl,
     /// Feature name -> on/off, in the order of `features::FEATURES`.
@@ -76,6 +85,43 @@ impl Default for Sysctl {
     // kernel/sched/fair.c: sysctl_numa_balancing_scan_* defaults
     fn default() -> Self {
         Sysctl { numa_balancing_scan_delay_ms: 1000, numa_balancing_scan_period_min_ms: 1000, numa_balancing_scan_period_max_ms: 60000, numa_balancing_scan_size_mb: 256 }
+    }
+}
+
+/// kernel.numa_balancing bits (include/linux/sched/sysctl.h).
+pub const NUMA_BALANCING_NORMAL: u8 = 1;
+pub const NUMA_BALANCING_MEMORY_TIERING: u8 = 2;
+
+/// `kernel.numa_balancing` (0-3) and the memory-tiering knobs (tiering.md §2).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Tiering {
+    pub mode: u8,
+    /// kernel.numa_balancing_promote_rate_limit_MBps (6.1+), MB/s per target node.
+    pub promote_rate_limit_mbps: u64,
+    /// debugfs sched/numa_balancing/hot_threshold_ms (6.1+).
+    pub hot_threshold_ms: u32,
+    /// /sys/kernel/mm/numa/demotion_enabled (5.15+).
+    pub demotion_enabled: bool,
+    /// vm.watermark_scale_factor, in 1/10000 of a zone.
+    pub watermark_scale_factor: u32,
+}
+
+impl Default for Tiering {
+    fn default() -> Self {
+        Tiering { mode: NUMA_BALANCING_NORMAL, promote_rate_limit_mbps: 65536, hot_threshold_ms: 1000, demotion_enabled: false, watermark_scale_factor: 10 }
+    }
+}
+
+impl Tiering {
+    /// Only `kernel.numa_balancing` = 0 or 1 and default knobs: nothing to echo.
+    pub fn is_default(&self) -> bool {
+        self.mode <= NUMA_BALANCING_NORMAL && *self == Tiering { mode: self.mode, ..Tiering::default() }
+    }
+    pub fn tiering(&self) -> bool {
+        self.mode & NUMA_BALANCING_MEMORY_TIERING != 0
+    }
+    pub fn normal(&self) -> bool {
+        self.mode & NUMA_BALANCING_NORMAL != 0
     }
 }
 

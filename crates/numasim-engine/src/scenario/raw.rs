@@ -42,6 +42,10 @@ pub struct RawMachine {
     pub smt: Option<i64>,
     pub memory_gib_per_node: Option<PerNode<f64>>,
     pub distances: Option<Vec<Vec<i64>>>,
+    /// Per node: "dram", or "kmem" (memory onlined by dax/kmem: PMEM or CXL).
+    pub memory_type: Option<PerNode<String>>,
+    /// Firmware describes memory performance (ACPI HMAT), from the cost profile.
+    pub hmat: Option<bool>,
     pub fragmentation: Option<f64>,
     pub host_cores: Option<f64>,
     pub steal_in_runtime: Option<f64>,
@@ -55,12 +59,20 @@ pub struct RawMachine {
 #[serde(deny_unknown_fields)]
 pub struct RawKernel {
     pub version: Option<String>,
-    pub numa_balancing: Option<bool>,
+    pub numa_balancing: Option<NumaBalancingRaw>,
     pub hz: Option<i64>,
     pub sysctl: Option<RawSysctl>,
     pub features: Option<BTreeMap<String, bool>>,
     pub variants: Option<BTreeMap<String, String>>,
     pub thp: Option<RawThp>,
+}
+
+/// `kernel.numa_balancing`: a boolean, or the kernel's bit field (0-3).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum NumaBalancingRaw {
+    Bool(bool),
+    Mode(i64),
 }
 
 /// /sys/kernel/mm/transparent_hugepage/: `enabled`, and `sizes` = hugepages-<size>kB/enabled.
@@ -78,6 +90,11 @@ pub struct RawSysctl {
     pub numa_balancing_scan_period_min_ms: Option<i64>,
     pub numa_balancing_scan_period_max_ms: Option<i64>,
     pub numa_balancing_scan_size_mb: Option<i64>,
+    #[serde(rename = "numa_balancing_promote_rate_limit_MBps")]
+    pub numa_balancing_promote_rate_limit_mbps: Option<i64>,
+    pub numa_balancing_hot_threshold_ms: Option<i64>,
+    pub demotion_enabled: Option<bool>,
+    pub watermark_scale_factor: Option<i64>,
 }
 
 #[derive(Debug, Deserialize)]

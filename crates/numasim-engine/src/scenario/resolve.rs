@@ -2,11 +2,12 @@
 
 use super::profiles::{machine_profile_toml, DEFAULT_MACHINE};
 use super::raw::*;
-use super::{KernelConfig, Machine, RunConfig, Scenario, Sysctl};
+use super::{KernelConfig, Machine, RunConfig, Scenario, Sysctl, Tiering};
 use crate::cost::{Interconnect, COST_KEYS};
 use crate::error::{Error, Result, ScenarioProblem};
 use crate::features::{FeatureSet, FEATURES};
 use crate::mm::huge_memory::{self, ThpConfig, ThpMode};
+use crate::mm::memory_tiers::MemoryType;
 use crate::topology::{Topology, MAX_NODES};
 use crate::variants::{mechanism_index, variant_index, Variants, MECHANISMS};
 use crate::workload;
@@ -183,17 +184,21 @@ fn resolve_machine(raw: Option<RawMachine>, p: &mut Problems) -> Option<Machine>
         }
         Some(Some(v)) => {
             for (n, &c) in v.iter().enumerate() {
-                if c < 1 {
-                    bad(p, "machine.cpus_per_node", format!("node {n} has no CPUs: CPU-less nodes are not modelled"));
+                if c < 0 {
+                    bad(p, "machine.cpus_per_node", format!("node {n}: {c} CPUs"));
                 } else if smt >= 1 && c % smt != 0 {
                     bad(p, "machine.cpus_per_node", format!("node {n}: {c} CPUs is not a multiple of smt = {smt}"));
                 } else if c > 4096 {
                     bad(p, "machine.cpus_per_node", format!("node {n}: {c} CPUs is more than 4096"));
                 }
             }
+            if v.iter().all(|&c| c < 1) {
+                bad(p, "machine.cpus_per_node", "every node is CPU-less: at least one node needs CPUs".to_string());
+            }
             Some(v.into_iter().map(|c| c.max(0) as usize).collect::<Vec<_>>())
         }
     };
+    let memory_type = resolve_memory_type(m.memory_type.as_ref(), nodes, cpus.as_deref(), p);
     let mem = match m.memory_gib_per_node.as_ref().map(|c| c.expand(nodes)) {
         None => {
             p.push(ScenarioProblem::new("machine.memory_gib_per_node", "invalid_value", "missing"));
@@ -264,7 +269,43 @@ fn resolve_machine(raw: Option<RawMachine>, p: &mut Problems) -> Option<Machine>
     } else if m.steal_in_runtime.is_some() && host_cores.is_none() {
         p.push(ScenarioProblem::new("machine.steal_in_runtime", "invalid_value", "only for a VM: give machine.host_cores too"));
     }
-    Some(Machine { name: m.name.or(m.profile).unwrap_or_else(|| "custom".into()), description: m.description.unwrap_or_default(), topology, fragmentation, host_cores, steal_in_runtime, cost: cost? })
+    Some(Machine {
+        name: m.name.or(m.profile).unwrap_or_else(|| "custom".into()),
+        description: m.description.unwrap_or_default(),
+        topology,
+        fragmentation,
+        host_cores,
+        steal_in_runtime,
+        memory_type,
+        hmat: m.hmat.unwrap_or(false),
+        cost: cost?,
+    })
+}
+
+/// `machine.memory_type`: "dram" or "kmem" per node; a kmem node (device memory onlined by
+/// dax/kmem) has no CPUs.
+fn resolve_memory_type(raw: Option<&PerNode<String>>, nodes: usize, cpus: Option<&[usize]>, p: &mut Problems) -> Vec<MemoryType> {
+    let Some(raw) = raw else { return vec![MemoryType::Dram; nodes] };
+    let Some(v) = raw.expand(nodes) else {
+        p.push(ScenarioProblem::new("machine.memory_type", "impossible_topology", format!("needs one type per node ({nodes} nodes)")));
+        return vec![MemoryType::Dram; nodes];
+    };
+    v.iter()
+        .enumerate()
+        .map(|(n, t)| match t.as_str() {
+            "dram" => MemoryType::Dram,
+            "kmem" => {
+                if cpus.is_some_and(|c| c[n] > 0) {
+                    p.push(ScenarioProblem::new("machine.memory_type", "impossible_topology", format!("node {n}: a kmem node (dax/kmem device memory) has no CPUs")));
+                }
+                MemoryType::Kmem
+            }
+            other => {
+                p.push(ScenarioProblem::new("machine.memory_type", "invalid_value", format!("node {n}: unknown memory type `{other}`, expected dram or kmem")));
+                MemoryType::Dram
+            }
+        })
+        .collect()
 }
 
 fn check_cost(c: &crate::cost::CostProfile, nodes: usize, p: &mut Problems) {
@@ -320,12 +361,14 @@ fn check_cost(c: &crate::cost::CostProfile, nodes: usize, p: &mut Problems) {
 }
 
 fn resolve_kernel(raw: Option<RawKernel>, p: &mut Problems) -> KernelConfig {
-    let raw = raw.unwrap_or(RawKernel { version: None, numa_balancing: None, hz: None, sysctl: None, features: None, variants: None, thp: None });
+    let mut raw = raw.unwrap_or(RawKernel { version: None, numa_balancing: None, hz: None, sysctl: None, features: None, variants: None, thp: None });
     let hz = raw.hz.unwrap_or(250);
     if ![100, 250, 300, 1000].contains(&hz) {
         p.push(ScenarioProblem::new("kernel.hz", "invalid_value", format!("CONFIG_HZ must be 100, 250, 300 or 1000, got {hz}")));
     }
     let mut sysctl = Sysctl::default();
+    let tiering_sysctl =
+        raw.sysctl.as_mut().map(|s| (s.numa_balancing_promote_rate_limit_mbps.take(), s.numa_balancing_hot_threshold_ms.take(), s.demotion_enabled.take(), s.watermark_scale_factor.take()));
     if let Some(s) = raw.sysctl {
         let mut set = |name: &str, v: Option<i64>, min: i64, slot: &mut u32| {
             if let Some(v) = v {
@@ -389,7 +432,72 @@ fn resolve_kernel(raw: Option<RawKernel>, p: &mut Problems) -> KernelConfig {
         p.push(ScenarioProblem::new("kernel.features.kvm-skip-pinned-zap", "invalid_value", "kvm-skip-pinned-zap needs mmu-notifier-range-numa = true".to_string()));
     }
     let thp = resolve_thp(raw.thp, p);
-    KernelConfig { version: raw.version, numa_balancing: raw.numa_balancing.unwrap_or(true), hz: hz.clamp(100, 1000) as u32, sysctl, features, variants, thp }
+    let tiering = resolve_tiering(raw.numa_balancing, tiering_sysctl, &variants, &features, p);
+    KernelConfig { version: raw.version, numa_balancing: tiering.mode != 0, tiering, hz: hz.clamp(100, 1000) as u32, sysctl, features, variants, thp }
+}
+
+/// The tiering sysctls as written: rate limit, hot threshold, demotion_enabled, watermark_scale_factor.
+type TieringKnobs = (Option<i64>, Option<i64>, Option<bool>, Option<i64>);
+
+/// `kernel.numa_balancing` (a boolean, or the bit field 0-3 from 5.18) and the tiering knobs,
+/// each refused where the release does not have it.
+fn resolve_tiering(raw: Option<NumaBalancingRaw>, knobs: Option<TieringKnobs>, v: &Variants, f: &FeatureSet, p: &mut Problems) -> Tiering {
+    use crate::features::Feature::{NumaTieringAutoThreshold, NumaTieringHotThreshold, NumaTieringRateLimit};
+    for (feat, name) in [(NumaTieringRateLimit, "numa-tiering-rate-limit"), (NumaTieringAutoThreshold, "numa-tiering-auto-threshold")] {
+        if f.on(feat) && !f.on(NumaTieringHotThreshold) {
+            p.push(ScenarioProblem::new(format!("kernel.features.{name}"), "invalid_value", format!("{name} works on the hot threshold: it needs numa-tiering-hot-threshold = true")));
+        }
+    }
+    use crate::variants::{MemoryTiers, NumaTiering};
+    let mut t = Tiering::default();
+    match raw {
+        None => {}
+        Some(NumaBalancingRaw::Bool(b)) => t.mode = b as u8,
+        Some(NumaBalancingRaw::Mode(m)) if (0..=1).contains(&m) => t.mode = m as u8,
+        Some(NumaBalancingRaw::Mode(m)) if (2..=3).contains(&m) && v.numa_tiering == NumaTiering::Base => {
+            p.push(ScenarioProblem::new("kernel.numa_balancing", "invalid_value", format!("{m} sets NUMA_BALANCING_MEMORY_TIERING, which the kernel has from 5.18 (variant numa_tiering)")));
+        }
+        Some(NumaBalancingRaw::Mode(m)) if (2..=3).contains(&m) => t.mode = m as u8,
+        Some(NumaBalancingRaw::Mode(m)) => {
+            p.push(ScenarioProblem::new("kernel.numa_balancing", "invalid_value", format!("0 (off), 1 (normal), 2 (memory tiering), 3 (both) or a boolean, got {m}")));
+        }
+    }
+    let Some((rate, threshold, demotion, wsf)) = knobs else { return t };
+    let loc = |k: &str| format!("kernel.sysctl.{k}");
+    if let Some(r) = rate {
+        if !f.on(NumaTieringRateLimit) {
+            p.push(ScenarioProblem::new(loc("numa_balancing_promote_rate_limit_MBps"), "invalid_value", "the promotion rate limit exists from 6.1 (feature numa-tiering-rate-limit)"));
+        } else if !(0..=i64::from(u32::MAX)).contains(&r) {
+            p.push(ScenarioProblem::new(loc("numa_balancing_promote_rate_limit_MBps"), "invalid_value", format!("MB/s in 0..=4294967295, got {r}")));
+        } else {
+            t.promote_rate_limit_mbps = r as u64;
+        }
+    }
+    if let Some(h) = threshold {
+        if !f.on(NumaTieringHotThreshold) {
+            p.push(ScenarioProblem::new(loc("numa_balancing_hot_threshold_ms"), "invalid_value", "the hot threshold exists from 6.1 (feature numa-tiering-hot-threshold)"));
+        } else if !(0..=i64::from(u32::MAX / 2)).contains(&h) {
+            p.push(ScenarioProblem::new(loc("numa_balancing_hot_threshold_ms"), "invalid_value", format!("ms in 0..=2147483647, got {h}")));
+        } else {
+            t.hot_threshold_ms = h as u32;
+        }
+    }
+    if let Some(d) = demotion {
+        if d && v.memory_tiers == MemoryTiers::Base {
+            p.push(ScenarioProblem::new(loc("demotion_enabled"), "invalid_value", "demotion during reclaim exists from 5.15 (variant memory_tiers)"));
+        } else {
+            t.demotion_enabled = d;
+        }
+    }
+    if let Some(w) = wsf {
+        // mm/page_alloc.c: watermark_scale_factor_sysctl_handler (SYSCTL_ONE..3000)
+        if !(1..=3000).contains(&w) {
+            p.push(ScenarioProblem::new(loc("watermark_scale_factor"), "invalid_value", format!("in 1..=3000 (1/10000 of a zone), got {w}")));
+        } else {
+            t.watermark_scale_factor = w as u32;
+        }
+    }
+    t
 }
 
 fn resolve_thp(raw: Option<super::raw::RawThp>, p: &mut Problems) -> ThpConfig {
@@ -519,8 +627,26 @@ mod tests {
     fn cpus_must_cover_every_node() {
         let p = problems("[machine]\nnodes = 3\ncpus_per_node = [4, 4]\n[[workload]]\nkind = \"numa02\"\n");
         assert!(p.iter().any(|x| x.loc == "machine.cpus_per_node" && x.kind == "impossible_topology"), "{p:?}");
-        let p = problems("[machine]\ncpus_per_node = [64, 0]\n[[workload]]\nkind = \"numa02\"\n");
-        assert!(p.iter().any(|x| x.msg.contains("no CPUs")), "{p:?}");
+        let p = problems("[machine]\ncpus_per_node = [0, 0]\n[[workload]]\nkind = \"numa02\"\n");
+        assert!(p.iter().any(|x| x.msg.contains("every node is CPU-less")), "{p:?}");
+        // a CPU-less node is memory only (a lower tier, 6.1+ only with a driver type or HMAT)
+        let p = problems("[machine]\ncpus_per_node = [64, 0]\nmemory_type = [\"kmem\", \"kmem\"]\n[[workload]]\nkind = \"numa02\"\n");
+        assert!(p.iter().any(|x| x.loc == "machine.memory_type" && x.msg.contains("node 0: a kmem node")), "{p:?}");
+        assert!(!p.iter().any(|x| x.loc == "machine.cpus_per_node"), "{p:?}");
+    }
+
+    /// kernel.numa_balancing: a boolean or the bit field; tiering from 5.18, its knobs from 6.1.
+    #[test]
+    fn numa_balancing_modes_and_tiering_knobs_by_release() {
+        let s = parse_scenario(&format!("[kernel]\nversion = \"6.12\"\nnuma_balancing = 2\n[kernel.sysctl]\nnuma_balancing_promote_rate_limit_MBps = 100\n{OK}")).expect("parses");
+        assert_eq!((s.kernel.numa_balancing, s.kernel.tiering.mode, s.kernel.tiering.promote_rate_limit_mbps), (true, 2, 100));
+        let p = problems(&format!("[kernel]\nversion = \"5.13\"\nnuma_balancing = 3\n{OK}"));
+        assert!(p.iter().any(|x| x.loc == "kernel.numa_balancing" && x.msg.contains("5.18")), "{p:?}");
+        let p = problems(&format!("[kernel]\nversion = \"5.19\"\nnuma_balancing = 2\n[kernel.sysctl]\nnuma_balancing_hot_threshold_ms = 10\n{OK}"));
+        assert!(p.iter().any(|x| x.loc == "kernel.sysctl.numa_balancing_hot_threshold_ms" && x.msg.contains("6.1")), "{p:?}");
+        let p = problems(&format!("[kernel]\nnuma_balancing = 4\n{OK}"));
+        assert!(p.iter().any(|x| x.loc == "kernel.numa_balancing"), "{p:?}");
+        assert!(!parse_scenario(&format!("[kernel]\nnuma_balancing = 0\n{OK}")).expect("parses").kernel.numa_balancing);
     }
 
     #[test]

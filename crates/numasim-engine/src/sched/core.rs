@@ -273,8 +273,7 @@ impl Kernel {
         for node in 0..self.topo.nr_nodes {
             loop {
                 let cpus = &self.topo.node_cpus[node];
-                let src = *cpus.iter().max_by_key(|&&c| (self.cpus[c].rq.len(), std::cmp::Reverse(c))).unwrap();
-                let dst = *cpus.iter().min_by_key(|&&c| (self.cpus[c].rq.len(), c)).unwrap();
+                let (Some(&src), Some(&dst)) = (cpus.iter().max_by_key(|&&c| (self.cpus[c].rq.len(), std::cmp::Reverse(c))), cpus.iter().min_by_key(|&&c| (self.cpus[c].rq.len(), c))) else { break };
                 if self.cpus[src].rq.len() < self.cpus[dst].rq.len() + 2 {
                     break;
                 }

@@ -69,7 +69,8 @@ impl SchedDomains {
     // kernel/sched/topology.c: sched_init_numa, build_sched_domains, build_overlap_sched_groups
     pub fn build(topo: &Topology, v: &Variants) -> Self {
         let nr = topo.nr_nodes;
-        let within = |n: usize, d: u32| (0..nr).filter(|&m| topo.node_distance(n, m) <= d).fold(0u8, |a, m| a | 1 << m);
+        // the spans hold nodes with CPUs only (CPU-less nodes have no sched domain)
+        let within = |n: usize, d: u32| (0..nr).filter(|&m| topo.node_distance(n, m) <= d && (m == n || topo.has_cpu(m))).fold(0u8, |a, m| a | 1 << m);
         let cpus = |mask: u8| mask_nodes(mask).map(|n| topo.node_cpus[n].len()).sum::<usize>();
         let mut numa = Vec::with_capacity(nr);
         for n in 0..nr {

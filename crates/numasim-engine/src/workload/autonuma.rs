@@ -110,6 +110,9 @@ impl AutonumaSpec {
             // start_bench.sh refuses to run on fewer than 2 nodes
             p.push(ScenarioProblem::new(format!("workload[{i}].kind"), "impossible_topology", format!("{} needs at least 2 nodes", w.kind)));
         }
+        if bind != Bind::None && (0..topo.nr_nodes).any(|n| !topo.has_cpu(n)) {
+            p.push(ScenarioProblem::new(format!("workload[{i}].kind"), "impossible_topology", format!("{} binds threads to every node, and some have no CPUs", w.kind)));
+        }
         if matches!(test, Test::Numa02 | Test::Numa02Smt) && bind != Bind::None && (threads as usize) < topo.nr_nodes {
             p.push(ScenarioProblem::new(format!("workload[{i}].threads"), "invalid_value", "HARD/INVERSE_BIND needs at least one thread per node".to_string()));
         }

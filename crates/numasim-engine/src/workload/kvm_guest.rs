@@ -76,6 +76,8 @@ impl KvmGuestSpec {
             nodes = ((1u16 << topo.nr_nodes) - 1) as u8;
         } else if nodes == 0 {
             bad("nodes", "give at least one node".into());
+        } else if !(0..topo.nr_nodes).any(|n| nodes & (1 << n) != 0 && topo.has_cpu(n)) {
+            bad("nodes", "the vCPU threads run on these nodes' CPUs, and they have none".into());
         }
         let memory_pages = memory_mib.max(0) as u64 * 256;
         if memory_pages > topo.node_pages.iter().sum::<u64>() {

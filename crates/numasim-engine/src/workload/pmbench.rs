@@ -95,6 +95,8 @@ impl PmbenchSpec {
         }
         if nodes == 0 {
             bad("nodes", "needs at least one node".into());
+        } else if !(0..topo.nr_nodes).any(|n| nodes & (1 << n) != 0 && topo.has_cpu(n)) {
+            bad("nodes", "the threads run on these nodes' CPUs (numactl --cpunodebind), and they have none".into());
         }
         let Some(duration_s) = w.duration_s else {
             bad("duration_s", "give the timed loop's duration (pmbench's positional argument)".into());

@@ -56,6 +56,11 @@ impl RemoteToucherSpec {
         };
         let touch_node = node("touch_node", w.touch_node, 0);
         let run_node = node("run_node", w.run_node, 1.min(topo.nr_nodes as i64 - 1));
+        for (key, n) in [("touch_node", touch_node), ("run_node", run_node)] {
+            if !topo.has_cpu(n) {
+                p.push(ScenarioProblem::new(format!("workload[{i}].{key}"), "invalid_value", format!("node {n} has no CPUs: threads run there")));
+            }
+        }
         let mut bad = |key: &str, msg: String| p.push(ScenarioProblem::new(format!("workload[{i}].{key}"), "invalid_value", msg));
         let threads = w.threads.unwrap_or(topo.node_cpus.get(run_node).map_or(1, |c| c.len()) as i64);
         if !(1..=65536).contains(&threads) {

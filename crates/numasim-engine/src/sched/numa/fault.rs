@@ -31,6 +31,11 @@ pub fn cpupid_pid_unset(cpupid: u32) -> bool {
     cpupid & LAST_PID_MASK == LAST_PID_MASK
 }
 
+// include/linux/mm.h: cpupid_valid (a CPU that exists)
+pub fn cpupid_valid(cpupid: u32, nr_cpus: usize) -> bool {
+    cpupid_to_cpu(cpupid) < nr_cpus
+}
+
 // include/linux/mm.h: cpupid_match_pid
 pub fn cpupid_match_pid(pid: u32, cpupid: u32) -> bool {
     pid & LAST_PID_MASK == cpupid & LAST_PID_MASK
@@ -51,12 +56,24 @@ impl Kernel {
     pub fn should_numa_migrate_memory(&mut self, t: usize, vma: usize, idx: u64, src_nid: usize) -> bool {
         let (mm, cpu, pid) = (self.tasks[t].mm, self.tasks[t].cpu, self.tasks[t].pid);
         let dst_nid = self.cpu_node(cpu);
+        if self.nodes[dst_nid].present == 0 {
+            return false; // !node_state(dst_nid, N_MEMORY)
+        }
+        if self.folio_use_access_time(src_nid) {
+            // a slow-tier folio moves by hotness, not by the private/shared filter
+            let nr = self.mms[mm].vmas[vma].pt.folio(idx).1;
+            return self.should_promote(mm, vma, idx, nr, dst_nid);
+        }
         let this_cpupid = cpu_pid_to_cpupid(cpu, pid);
         // folio_xchg_last_cpupid: the stamp is updated here
         let slot = &mut self.mms[mm].vmas[vma].pt.pages[idx as usize].last_cpupid;
         let last_cpupid = std::mem::replace(slot, this_cpupid);
         if let Some(file) = self.mms[mm].vmas[vma].shmem {
             self.shmem_set_last_cpupid(file, idx, this_cpupid);
+        }
+        // 6.1: outside tiering mode a lower-tier page's first fault does not migrate it
+        if self.feature(Feature::NumaTieringHotThreshold) && !self.tiering_mode() && !self.node_is_toptier(src_nid) && !cpupid_valid(last_cpupid, self.topo.nr_cpus()) {
+            return false;
         }
         let p = &self.tasks[t].numa;
         // early life: accept first-touch or same-task faults immediately
@@ -89,6 +106,10 @@ impl Kernel {
     // kernel/sched/fair.c: task_numa_fault
     pub fn task_numa_fault(&mut self, t: usize, last_cpupid: u32, mem_node: usize, pages: u64, flags: u32) {
         if !self.numa_balancing() {
+            return;
+        }
+        // 33024536bafd (6.1): no NUMA statistics for faults on a lower tier in tiering mode
+        if self.feature(Feature::NumaTieringHotThreshold) && !self.node_is_toptier(mem_node) && (self.tiering_mode() || !cpupid_valid(last_cpupid, self.topo.nr_cpus())) {
             return;
         }
         let nr_nodes = self.topo.nr_nodes;

@@ -10,4 +10,5 @@ pub mod scan_vma;
 pub mod task_migrate;
 #[cfg(test)]
 mod tests_migrate;
+pub mod tiering;
 pub mod weights;

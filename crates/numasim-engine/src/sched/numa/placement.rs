@@ -68,6 +68,9 @@ impl Kernel {
                 max_nid = Some(nid);
             }
         }
+        // 5c7b1aaf139d (5.17, recalled): a CPU-less node cannot be preferred; its nearest CPU
+        // node is
+        max_nid = max_nid.map(|nid| self.topo.nearest_cpu_node(nid));
         if let Some(g) = group {
             self.numa_groups[g].count_active_nodes(nr);
             max_nid = max_nid.map(|nid| self.preferred_group_nid(t, nid));

@@ -82,7 +82,8 @@ impl Kernel {
         let spread = group.is_some_and(|g| self.numa_groups[g].active_nodes > 1);
         if env.best_cpu.is_none() || spread {
             for nid in 0..self.topo.nr_nodes {
-                if nid == src_nid || nid == pref {
+                // for_each_node_state(nid, N_CPU) (5c7b1aaf139d)
+                if nid == src_nid || nid == pref || !self.topo.has_cpu(nid) {
                     continue;
                 }
                 // as the kernel: the distance to the node tried last, not to `nid`

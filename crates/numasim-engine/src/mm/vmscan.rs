@@ -1,0 +1,182 @@
+//! kswapd and demotion during reclaim (mm/vmscan.c, tiering.md §3.9-3.10). Only demotion is
+//! modelled as reclaim (anonymous memory without swap has nothing else to reclaim), so
+//! kswapd does nothing unless `demotion_enabled` and the node has a demotion target.
+//!
+//! The LRU is one list per node, oldest first, fed where folios leave a CPU's LRU add batch.
+//! The access model decides `folio_referenced`, not every access: a page of a random-access
+//! VMA was referenced since its last check with probability 1 - exp(-p(k) x accesses since),
+//! a page of any other VMA (streams that sweep their memory) if its process ran since.
+//! A referenced folio is rotated to the young end (activation and second chance folded in
+//! one list: an approximation of the active/inactive lists).
+
+use crate::kernel::Kernel;
+use crate::mm::migrate::MigrateMode;
+use crate::mm::rmap::PageRef;
+use crate::vmstat::VmEvent;
+
+/// A folio on a node's LRU and the access count of its process (or the time, ns) when it
+/// was last checked.
+#[derive(Debug, Clone, Copy)]
+pub struct LruEntry {
+    pub page: PageRef,
+    pub stamp: f64,
+}
+
+/// Folios isolated and demoted at once (SWAP_CLUSTER_MAX).
+const SWAP_CLUSTER_MAX: usize = 32;
+
+impl Kernel {
+    // mm/vmscan.c: wakeup_kswapd (a node without memory has no kswapd to wake)
+    pub fn wakeup_kswapd(&mut self, node: usize) {
+        if self.lru_tracking && self.nodes[node].present > 0 {
+            self.nodes[node].kswapd_wake = true;
+        }
+    }
+
+    /// Every node the allocation may use (the fast path failed at the low watermark).
+    // mm/page_alloc.c: wake_all_kswapds
+    pub fn wake_all_kswapds(&mut self, preferred: usize, mask: u8) {
+        if !self.lru_tracking {
+            return;
+        }
+        for i in 0..self.topo.nr_nodes {
+            let n = self.topo.nodes_by_distance(preferred)[i];
+            if mask & (1 << n) != 0 && self.nodes[n].free() < self.nodes[n].wmark_low {
+                self.wakeup_kswapd(n);
+            }
+        }
+    }
+
+    /// The check stamp of a folio joining the LRU now.
+    fn lru_stamp(&self, mm: usize, vma: usize) -> f64 {
+        use crate::mm::access_notifier::AccessNotifier;
+        match self.access_subscription(mm, vma) {
+            Some(s) => self.samplers[s].counter,
+            None => self.now as f64,
+        }
+    }
+
+    /// A folio leaves the LRU add batch for its node's LRU (the young end).
+    // mm/swap.c: lru_add (folio_batch_move_lru)
+    pub fn lru_add_tail(&mut self, page: PageRef) {
+        let Some(v) = self.mms.get(page.mm).and_then(|m| m.vmas.get(page.vma)) else { return };
+        if page.idx >= v.pt.len() || !v.pt.populated(page.idx) {
+            return;
+        }
+        let node = v.pt.nid(page.idx) as usize;
+        let stamp = self.lru_stamp(page.mm, page.vma);
+        self.nodes[node].lru.push_back(LruEntry { page, stamp });
+    }
+
+    /// Run every woken kswapd (at the tick's end).
+    pub fn run_kswapds(&mut self) {
+        if !self.lru_tracking {
+            return;
+        }
+        for n in 0..self.topo.nr_nodes {
+            if std::mem::take(&mut self.nodes[n].kswapd_wake) {
+                self.balance_pgdat(n);
+            }
+        }
+    }
+
+    /// Reclaim (demote) until the node's free pages reach the promo watermark in tiering mode,
+    /// else the high one, or until the LRU has nothing cold left.
+    // mm/vmscan.c: balance_pgdat, pgdat_balanced (WMARK_PROMO with NUMA_BALANCING_MEMORY_TIERING)
+    fn balance_pgdat(&mut self, node: usize) {
+        let m = &self.nodes[node];
+        let mark = if self.tiering_mode() { m.wmark_promo } else { m.wmark_high };
+        let mut want = mark.saturating_sub(m.free());
+        let Some(&target) = self.tiers.demotion[node].first() else { return };
+        // every folio is looked at at most twice: a referenced one once more after its rotation
+        let mut budget = 2 * self.nodes[node].lru.len();
+        while want > 0 && budget > 0 {
+            let mut batch = Vec::new();
+            while batch.len() < SWAP_CLUSTER_MAX.min(want as usize) && budget > 0 {
+                budget -= 1;
+                let Some(e) = self.nodes[node].lru.pop_front() else { break };
+                if !self.lru_entry_valid(e.page, node) {
+                    continue;
+                }
+                if self.folio_referenced(e) {
+                    let stamp = self.lru_stamp(e.page.mm, e.page.vma);
+                    self.nodes[node].lru.push_back(LruEntry { stamp, ..e });
+                } else {
+                    batch.push(e.page);
+                }
+            }
+            if batch.is_empty() {
+                break;
+            }
+            let demoted = self.demote_folio_list(&batch, node, target);
+            if demoted == 0 {
+                break; // the lower tier is full: kswapd gives up (no swap to fall back on)
+            }
+            want = want.saturating_sub(demoted);
+        }
+    }
+
+    fn lru_entry_valid(&self, p: PageRef, node: usize) -> bool {
+        let Some(m) = self.mms.get(p.mm).filter(|m| !m.exited) else { return false };
+        let Some(v) = m.vmas.get(p.vma) else { return false };
+        p.idx < v.pt.len() && v.pt.populated(p.idx) && v.pt.folio(p.idx).0 == p.idx && v.pt.nid(p.idx) as usize == node && v.shmem.is_none()
+    }
+
+    /// Whether the folio was accessed since its entry was stamped (its accessed bits, which
+    /// the check clears).
+    // mm/rmap.c: folio_referenced
+    fn folio_referenced(&mut self, e: LruEntry) -> bool {
+        use crate::mm::access_notifier::AccessNotifier;
+        let PageRef { mm, vma, idx } = e.page;
+        match self.access_subscription(mm, vma) {
+            Some(s) => {
+                let nr = self.mms[mm].vmas[vma].pt.folio(idx).1;
+                let smp = &self.samplers[s];
+                let p: f64 = (idx..idx + nr).filter_map(|i| smp.weight.get(i as usize)).sum();
+                let accesses = (smp.counter - e.stamp).max(0.0);
+                self.reclaim_rng.unit() < 1.0 - (-p * accesses).exp()
+            }
+            None => self.tasks.iter().any(|t| t.mm == mm && t.runnable()),
+        }
+    }
+
+    /// Migrate `pages` (on `node`) to the lower tier: the preferred target, no reclaim there.
+    /// Returns the base pages demoted.
+    // mm/vmscan.c: demote_folio_list (MR_DEMOTION, MIGRATE_ASYNC), shrink_inactive_list
+    fn demote_folio_list(&mut self, pages: &[PageRef], node: usize, target: usize) -> u64 {
+        let cpu = self.topo.node_cpus[node].first().copied().unwrap_or(0);
+        let out = self.migrate_pages(pages, target, cpu, MigrateMode::Async);
+        self.count(VmEvent::PgdemoteKswapd, out.succeeded);
+        out.succeeded
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::testutil::tiered_kernel;
+
+    /// mm/vmscan.c: balance_pgdat + demote_folio_list — a woken kswapd of a full DRAM node
+    /// demotes its coldest folios to the lower tier until free pages reach the promo watermark
+    /// (tiering mode), counting pgdemote_kswapd; without demotion_enabled it does nothing.
+    #[test]
+    fn kswapd_demotes_to_the_promo_watermark() {
+        for demotion in [true, false] {
+            let mut k = tiered_kernel(&format!("demotion_enabled = {demotion}"), 3);
+            let (before, used1) = (k.nodes[0].used, k.nodes[1].used);
+            let free = k.nodes[0].wmark_high - 10;
+            k.nodes[0].used = k.nodes[0].present - free;
+            let extra = k.nodes[0].used - before;
+            k.wakeup_kswapd(0);
+            k.run_kswapds();
+            let demoted = k.vmstat.get(crate::vmstat::VmEvent::PgdemoteKswapd);
+            if demotion {
+                assert!(k.nodes[0].free() >= k.nodes[0].wmark_promo, "balanced at promo: {} < {}", k.nodes[0].free(), k.nodes[0].wmark_promo);
+                assert_eq!(k.nodes[1].used, used1 + demoted, "demoted pages land on the CXL node");
+                assert!(demoted > 0 && demoted <= k.nodes[0].wmark_promo - free + 32);
+            } else {
+                assert_eq!((demoted, k.nodes[1].used), (0, used1));
+            }
+            k.nodes[0].used -= extra;
+        }
+    }
+}
