@@ -1,0 +1,142 @@
+"""Memory tiering (issue 30): kernel.numa_balancing = 2/3 promotes hot pages from a CPU-less
+kmem node and kswapd demotes cold ones, by each release's rules (docs/model.md, "Memory
+tiering"). A memory eater holds most of the DRAM node; pmbench's hot set then starts mostly
+on the slow node."""
+
+import pytest
+
+import numasim
+from numasim.exceptions import ScenarioError
+
+SCENARIO = """
+seed = 1
+[kernel]
+version = "6.12"
+numa_balancing = 2
+[kernel.sysctl]
+demotion_enabled = true
+[machine]
+nodes = 2
+cpus_per_node = [4, 0]
+memory_type = ["dram", "kmem"]
+smt = 1
+memory_gib_per_node = [2, 4]
+distances = [[10, 21], [21, 10]]
+[machine.cost]
+stream_gibps = [[2.0, 1.4], [1.4, 2.0]]
+smt_share = 0.5
+latency_ns = [[100.0, 300.0], [300.0, 100.0]]
+node_bandwidth_gibps = [100.0, 30.0]
+dram_bytes_per_store = 2.0
+interconnect_gibps = 50.0
+fault_entry_exit_ns = 1000.0
+clear_page_ns = 400.0
+pte_update_ns = 5.0
+hint_fault_ns = 1000.0
+migrate_page_ns = 3000.0
+page_copy_gibps = 6.0
+ipi_send_ns = 700.0
+ipi_per_target_ns = 150.0
+ipi_receive_ns = 1200.0
+tlb_flush_local_all_ns = 200.0
+tlb_flush_local_one_ns = 100.0
+vm_exit_ns = 600.0
+ept_violation_ns = 2500.0
+[[workload]]
+kind = "memory_eater"
+size_gib = 1.5
+node = 0
+free_at_s = 21.5
+[[workload]]
+kind = "pmbench"
+threads = 4
+set_mib = 1536
+pattern = "normal"
+shape = 40000
+start_s = 2.0
+duration_s = 20
+"""
+
+
+def run(version="6.12", mode=2, **overrides):
+    o = {"kernel.version": version, "kernel.numa_balancing": mode}
+    o.update(overrides)
+    return numasim.run(SCENARIO, overrides=o)
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return {
+        "6.12 mode 2": run(),
+        "6.12 mode 1": run(mode=1),
+        "6.12 no demotion": run(**{"kernel.sysctl.demotion_enabled": False}),
+        "5.19 mode 2": run("5.19"),
+        "6.12 10 MB/s": run(**{"kernel.sysctl.numa_balancing_promote_rate_limit_MBps": 10}),
+    }
+
+
+def c(r, name):
+    return r.counters.get(name, 0)
+
+
+def test_tiering_promotes_hot_pages_and_demotes_cold_ones(runs):
+    r = runs["6.12 mode 2"]
+    assert r.completed
+    # c574bbe91703: promotions are NUMA migrations into the top tier
+    assert c(r, "pgpromote_success") == c(r, "numa_pages_migrated") > 10_000
+    # a full DRAM node refuses promotions and wakes kswapd, which demotes to the promo watermark
+    assert c(r, "pgdemote_kswapd") > 10_000
+    # c6833e10008f: every promotion was a candidate first (no free-space bypass on a 2 GiB node)
+    assert c(r, "pgpromote_candidate") >= c(r, "pgpromote_success")
+    # the hot set moves to DRAM: pmbench runs faster than with normal balancing (mode 1)
+    assert r.processes[1]["throughput_aps"] > 1.05 * runs["6.12 mode 1"].processes[1]["throughput_aps"]
+
+
+def test_normal_mode_neither_promotes_by_hotness_nor_demotes(runs):
+    r = runs["6.12 mode 1"]
+    # mode 1: allocations fall back to the slow node at the low watermark (no kswapd); a hint
+    # fault on a lower-tier page migrates only through the cpupid filter into a full node
+    assert c(r, "pgdemote_kswapd") == 0 and c(r, "pgpromote_candidate") == 0
+    assert c(r, "numa_pages_migrated") < c(runs["6.12 mode 2"], "numa_pages_migrated") / 10
+
+
+def test_without_demotion_kswapd_has_nothing_to_reclaim(runs):
+    r, base = runs["6.12 no demotion"], runs["6.12 mode 2"]
+    assert c(r, "pgdemote_kswapd") == 0
+    # promotions stop once DRAM's free pages reach its high watermark (migrate_balanced_pgdat)
+    assert c(r, "pgpromote_success") < c(base, "pgpromote_success") / 5
+
+
+def test_5_19_has_the_tiering_mode_without_hot_page_selection(runs):
+    r = runs["5.19 mode 2"]
+    # 5.18: promotion through the two-stage filter; the candidate counter came with 6.1
+    assert c(r, "pgpromote_success") > 10_000 and c(r, "pgpromote_candidate") == 0
+    assert c(r, "pgdemote_kswapd") > 0
+
+
+def test_rate_limit_caps_promotion(runs):
+    r, base = runs["6.12 10 MB/s"], runs["6.12 mode 2"]
+    promoted_mb = c(r, "pgpromote_success") * 4096 / 1e6
+    assert promoted_mb <= 10 * 21, "at most the candidates 10 MB/s allows over the run"
+    assert c(r, "pgpromote_success") < c(base, "pgpromote_success") / 4
+    assert c(r, "pgpromote_candidate") > c(r, "pgpromote_success"), "limited candidates still count"
+
+
+@pytest.mark.parametrize("override, loc", [
+    ({"kernel.version": "5.13", "kernel.numa_balancing": 2}, "kernel.numa_balancing"),
+    ({"kernel.version": "5.19", "kernel.sysctl.numa_balancing_hot_threshold_ms": 500}, "kernel.sysctl.numa_balancing_hot_threshold_ms"),
+    ({"kernel.numa_balancing": 5}, "kernel.numa_balancing"),
+    ({"machine.memory_type": ["kmem", "kmem"]}, "machine.memory_type"),
+    ({"machine.cpus_per_node": [0, 0]}, "machine.cpus_per_node"),
+    ({"kernel.features.numa-tiering-hot-threshold": False}, "kernel.features.numa-tiering-rate-limit"),
+])
+def test_tiering_errors_name_the_key(override, loc):
+    with pytest.raises(ScenarioError) as e:
+        numasim.run(SCENARIO, overrides=override)
+    assert any(err["loc"] == loc for err in e.value.errors), e.value.errors
+
+
+def test_threads_cannot_run_on_a_cpu_less_node():
+    with pytest.raises(ScenarioError) as e:
+        numasim.run(SCENARIO, overrides={"workload.1.nodes": [1]})
+    assert any("have none" in err["msg"] for err in e.value.errors), e.value.errors
