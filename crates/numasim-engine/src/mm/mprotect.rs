@@ -46,15 +46,9 @@ impl Kernel {
                     i = bend;
                     continue;
                 }
-                if let Some((skip_top, stamp)) = tiers {
-                    let nid = self.mms[mm].vmas[vma].pt.nid(head) as usize;
-                    if skip_top && self.node_is_toptier(nid) {
-                        i = bend;
-                        continue;
-                    }
-                    if stamp && !self.node_is_toptier(nid) {
-                        self.stamp_access_time(mm, vma, head);
-                    }
+                if tiers.is_some_and(|t| self.prot_numa_tier_skip(mm, vma, head, t)) {
+                    i = bend;
+                    continue;
                 }
                 let pt = &mut self.mms[mm].vmas[vma].pt;
                 for p in head..head + BLOCK_PAGES {
@@ -94,15 +88,9 @@ impl Kernel {
                     continue;
                 }
                 let fend = (head + nr).min(bend);
-                if let Some((skip_top, stamp)) = tiers {
-                    let nid = self.mms[mm].vmas[vma].pt.nid(head) as usize;
-                    if skip_top && self.node_is_toptier(nid) {
-                        p = fend;
-                        continue;
-                    }
-                    if stamp && !self.node_is_toptier(nid) {
-                        self.stamp_access_time(mm, vma, head);
-                    }
+                if tiers.is_some_and(|t| self.prot_numa_tier_skip(mm, vma, head, t)) {
+                    p = fend;
+                    continue;
                 }
                 let pt = &mut self.mms[mm].vmas[vma].pt;
                 for q in p..fend {
@@ -122,6 +110,21 @@ impl Kernel {
             self.count(VmEvent::NumaHugePteUpdates, huge);
         }
         (changed, walked)
+    }
+
+    /// Tiering mode's rules for the folio at `head` (PTE and PMD paths alike): true to leave a
+    /// top-tier folio alone without NUMA_BALANCING_NORMAL (`skip_top`, a1a3a2fc304d); else a
+    /// slow-tier folio is stamped with the scan time (`stamp`, 6.1).
+    // mm/mprotect.c: change_pte_range / change_huge_pmd (node_is_toptier, folio_xchg_access_time)
+    fn prot_numa_tier_skip(&mut self, mm: usize, vma: usize, head: u64, (skip_top, stamp): (bool, bool)) -> bool {
+        let top = self.node_is_toptier(self.mms[mm].vmas[vma].pt.nid(head) as usize);
+        if skip_top && top {
+            return true;
+        }
+        if stamp && !top {
+            self.stamp_access_time(mm, vma, head);
+        }
+        false
     }
 
     /// The PTE path's rule for a large folio in a COW (private, may-write) mapping: before v6.10

@@ -5,7 +5,8 @@
 //! The LRU is one list per node, oldest first, fed where folios leave a CPU's LRU add batch.
 //! The access model decides `folio_referenced`, not every access: a page of a random-access
 //! VMA was referenced since its last check with probability 1 - exp(-p(k) x accesses since),
-//! a page of any other VMA (streams that sweep their memory) if its process ran since.
+//! a page of any other VMA (streams that sweep their memory) if its process has a runnable
+//! task.
 //! A referenced folio is rotated to the young end (activation and second chance folded in
 //! one list: an approximation of the active/inactive lists).
 
@@ -90,6 +91,11 @@ impl Kernel {
         let Some(&target) = self.tiers.demotion[node].first() else { return };
         // every folio is looked at at most twice: a referenced one once more after its rotation
         let mut budget = 2 * self.nodes[node].lru.len();
+        // processes with a runnable task (what a page outside random-access VMAs asks)
+        let mut running = vec![false; self.mms.len()];
+        for t in self.tasks.iter().filter(|t| t.runnable()) {
+            running[t.mm] = true;
+        }
         while want > 0 && budget > 0 {
             let mut batch = Vec::new();
             while batch.len() < SWAP_CLUSTER_MAX.min(want as usize) && budget > 0 {
@@ -98,7 +104,7 @@ impl Kernel {
                 if !self.lru_entry_valid(e.page, node) {
                     continue;
                 }
-                if self.folio_referenced(e) {
+                if self.folio_referenced(e, &running) {
                     let stamp = self.lru_stamp(e.page.mm, e.page.vma);
                     self.nodes[node].lru.push_back(LruEntry { stamp, ..e });
                 } else {
@@ -123,9 +129,9 @@ impl Kernel {
     }
 
     /// Whether the folio was accessed since its entry was stamped (its accessed bits, which
-    /// the check clears).
+    /// the check clears); `running[mm]`: the process has a runnable task.
     // mm/rmap.c: folio_referenced
-    fn folio_referenced(&mut self, e: LruEntry) -> bool {
+    fn folio_referenced(&mut self, e: LruEntry, running: &[bool]) -> bool {
         use crate::mm::access_notifier::AccessNotifier;
         let PageRef { mm, vma, idx } = e.page;
         match self.access_subscription(mm, vma) {
@@ -136,7 +142,7 @@ impl Kernel {
                 let accesses = (smp.counter - e.stamp).max(0.0);
                 self.reclaim_rng.unit() < 1.0 - (-p * accesses).exp()
             }
-            None => self.tasks.iter().any(|t| t.mm == mm && t.runnable()),
+            None => running[mm],
         }
     }
 
