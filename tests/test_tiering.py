@@ -16,32 +16,14 @@ numa_balancing = 2
 [kernel.sysctl]
 demotion_enabled = true
 [machine]
-nodes = 2
+profile = "intel-2s-128g"
 cpus_per_node = [4, 0]
 memory_type = ["dram", "kmem"]
-smt = 1
 memory_gib_per_node = [2, 4]
-distances = [[10, 21], [21, 10]]
 [machine.cost]
-stream_gibps = [[2.0, 1.4], [1.4, 2.0]]
-smt_share = 0.5
-latency_ns = [[100.0, 300.0], [300.0, 100.0]]
-node_bandwidth_gibps = [100.0, 30.0]
-dram_bytes_per_store = 2.0
-interconnect_gibps = 50.0
-fault_entry_exit_ns = 1000.0
-clear_page_ns = 400.0
-pte_update_ns = 5.0
-hint_fault_ns = 1000.0
-migrate_page_ns = 3000.0
-page_copy_gibps = 6.0
-ipi_send_ns = 700.0
-ipi_per_target_ns = 150.0
-ipi_receive_ns = 1200.0
-tlb_flush_local_all_ns = 200.0
-tlb_flush_local_one_ns = 100.0
-vm_exit_ns = 600.0
-ept_violation_ns = 2500.0
+# a CXL-like node: 3x DRAM's latency, a fifth of its bandwidth
+latency_ns = [[90.0, 270.0], [270.0, 90.0]]
+node_bandwidth_gibps = [143.0, 30.0]
 [[workload]]
 kind = "memory_eater"
 size_gib = 1.5
