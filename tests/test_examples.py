@@ -7,10 +7,10 @@ import numasim
 from conftest import numasim_cli
 from numasim import examples
 
-NAMES = ["four-node-mix", "kvm-guest", "memory-eater-pmbench", "migratepages-loop"]
+NAMES = ["four-node-mix", "kvm-guest", "memory-eater-pmbench", "memory-tiering", "migratepages-loop"]
 
 
-def test_the_four_examples_are_listed_with_what_they_show():
+def test_the_examples_are_listed_with_what_they_show():
     assert examples.names() == NAMES
     p = numasim_cli("examples")
     assert p.returncode == 0
@@ -76,3 +76,18 @@ def test_kvm_guest_zaps_the_guests_sptes(ran):
     r = ran["kvm-guest"]
     stats = r.raw["kvm"][0]["stats"]
     assert r.raw["kvm"][0]["vcpus"] == 4 and stats["sptes_zapped"] > 0 and stats["ept_violations"] > 0, stats
+
+
+def test_memory_tiering_promotes_pmbench_and_demotes_the_eaters(ran):
+    """numa_balancing = 2: pmbench's hot pages move from PMEM (nodes 2, 3) to DRAM while kswapd
+    demotes the eaters' cold ones, which end partly on PMEM."""
+    r = ran["memory-tiering"]
+    c = r.counters
+    assert c["pgpromote_success"] == c["numa_pages_migrated"] > 100_000
+    assert c["pgdemote_kswapd"] > 100_000 and c["pgpromote_candidate"] >= c["pgpromote_success"]
+    m = r.memory
+    pmbench = {p["pid"] for p in r.processes if p["comm"] == "pmbench"}
+    last = m[m["time_s"] == m[~m["pid"].isin(pmbench)]["time_s"].max()]  # the eaters' last sample
+    bench, eaters = last[last["pid"].isin(pmbench)], last[~last["pid"].isin(pmbench)]
+    assert bench[bench["node"] < 2]["pages"].sum() > 4 * bench[bench["node"] >= 2]["pages"].sum()
+    assert eaters[eaters["node"] >= 2]["pages"].sum() > 0

@@ -164,7 +164,7 @@ def cmd_reproduce(args) -> int:
 
 # ---------------------------------------------------------------- bench
 
-BENCH_WORKLOADS = ["numa01", "numa02", "delay-mapping", "numa01-mthp16k", "kvm-pinned-4k"]
+BENCH_WORKLOADS = ["numa01", "numa02", "delay-mapping", "numa01-mthp16k", "kvm-pinned-4k", "memory-tiering"]
 
 
 def _bench_scenario(workload: str) -> tuple:
@@ -172,7 +172,12 @@ def _bench_scenario(workload: str) -> tuple:
     experiment's patched run at the changelog's scale (70 GiB, 64 threads, 60 s timed loop);
     `numa01-mthp16k` is mthp-numa's patched numa01 with 16K mTHP (6.10, PMD THP never);
     `kvm-pinned-4k` is kvm-pinned's base run of the fully pinned 4 KiB guest (every scan chunk
-    zaps 64K SPTEs that the 32 vCPUs refault)."""
+    zaps 64K SPTEs that the 32 vCPUs refault); `memory-tiering` is that example (promotion
+    from PMEM and demotion by kswapd, numa_balancing = 2)."""
+    if workload == "memory-tiering":
+        from numasim import examples
+
+        return "intel-2s-dram-pmem", examples.path(workload).read_text(encoding="utf-8")
     if workload == "kvm-pinned-4k":
         from numasim.experiments.kvm_pinned import MACHINE, scenario
         from numasim.scenario import to_toml

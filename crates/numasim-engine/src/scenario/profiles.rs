@@ -5,6 +5,7 @@ const PROFILES: &[(&str, &str)] = &[
     ("xeon-icx-2n-128c", include_str!("../../profiles/machines/xeon-icx-2n-128c.toml")),
     ("intel-2s-128g", include_str!("../../profiles/machines/intel-2s-128g.toml")),
     ("intel-4s-48c", include_str!("../../profiles/machines/intel-4s-48c.toml")),
+    ("intel-2s-dram-pmem", include_str!("../../profiles/machines/intel-2s-dram-pmem.toml")),
 ];
 
 pub const DEFAULT_MACHINE: &str = "xeon-platinum-2n-128c";

@@ -129,7 +129,7 @@ fn deep_merge(base: &mut toml::Value, over: toml::Value) {
 /// The kinds of `[machine.source]` (issue 28): a datasheet or stated fact, a measurement, a
 /// fit to a named experiment's own runs (its figures are then in-sample), an estimate.
 pub const SOURCE_KINDS: [&str; 4] = ["spec", "measured", "derived", "assumed"];
-const SOURCE_TOP_KEYS: [&str; 8] = ["nodes", "cpus_per_node", "smt", "memory_gib_per_node", "distances", "fragmentation", "host_cores", "steal_in_runtime"];
+const SOURCE_TOP_KEYS: [&str; 10] = ["nodes", "cpus_per_node", "smt", "memory_gib_per_node", "memory_type", "hmat", "distances", "fragmentation", "host_cores", "steal_in_runtime"];
 
 /// `[machine.source]`: every key a machine or cost constant, every value "KIND: citation".
 fn check_sources(source: Option<&BTreeMap<String, String>>, p: &mut Problems) {
