@@ -36,3 +36,16 @@ def test_resolved_toml_resolves_to_the_same_scenario(name):
 def test_it_writes_node_lists_and_pattern_names_as_a_user_does():
     text = resolved_toml(numasim.resolve(examples.path("four-node-mix")))
     assert "nodes = [3]" in text and 'pattern = "pareto"' in text and "nodes = 4" in text
+
+
+@pytest.mark.parametrize("overrides", [
+    {"kernel.numa_balancing": 3, "kernel.sysctl.numa_balancing_promote_rate_limit_MBps": 10,
+     "kernel.sysctl.numa_balancing_hot_threshold_ms": 500, "kernel.sysctl.watermark_scale_factor": 100},
+    {"kernel.version": "5.19", "kernel.sysctl.demotion_enabled": False, "machine.hmat": True},
+    {"kernel.numa_balancing": 0},
+])
+def test_tiering_keys_come_back(overrides):
+    """kernel.numa_balancing's bits, the tiering sysctls (only where the release has them) and
+    the machine's memory types and HMAT survive the round trip."""
+    resolved = numasim.resolve(examples.path("memory-tiering").read_text(), overrides=overrides)
+    assert numasim.resolve(resolved_toml(resolved)) == resolved

@@ -28,6 +28,10 @@ def _machine(m: dict) -> dict:
         "distances": topo["distance"],
         "fragmentation": m["fragmentation"],
     }
+    if "memory_type" in m:  # echoed only when some node is not DRAM
+        out["memory_type"] = m["memory_type"]
+    if m.get("hmat"):
+        out["hmat"] = True
     if m.get("host_cores") is not None:
         out["host_cores"] = m["host_cores"]
         out["steal_in_runtime"] = m.get("steal_in_runtime", 1.0)
@@ -41,6 +45,14 @@ def _kernel(k: dict) -> dict:
         out["version"] = k["version"]
     out.update(numa_balancing=k["numa_balancing"], hz=k["hz"], sysctl=dict(k["sysctl"]),
                features=dict(k["features"]), variants=dict(k["variants"]))
+    tiering = k.get("tiering")  # echoed only for numa_balancing 2/3 or tiering knobs off default
+    if tiering is not None:
+        out["numa_balancing"] = tiering["mode"]
+        knobs = {"numa_balancing_promote_rate_limit_MBps": ("promote_rate_limit_mbps", 65536),
+                 "numa_balancing_hot_threshold_ms": ("hot_threshold_ms", 1000),
+                 "demotion_enabled": ("demotion_enabled", False), "watermark_scale_factor": ("watermark_scale_factor", 10)}
+        # each knob only where it differs from the default: a release without it refuses it
+        out["sysctl"].update({name: tiering[key] for name, (key, default) in knobs.items() if tiering[key] != default})
     sizes = {f"{4 << order}K": mode for order, mode in enumerate(k["thp"]["sizes"]) if order >= 2}
     out["thp"] = {"enabled": k["thp"]["enabled"], "sizes": sizes}
     return out
