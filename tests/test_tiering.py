@@ -122,3 +122,72 @@ def test_threads_cannot_run_on_a_cpu_less_node():
     with pytest.raises(ScenarioError) as e:
         numasim.run(SCENARIO, overrides={"workload.1.nodes": [1]})
     assert any("have none" in err["msg"] for err in e.value.errors), e.value.errors
+
+
+def sixteen_nodes() -> str:
+    """8 sockets with DRAM and 8 CPU-less kmem nodes, each one socket's CXL memory: SLIT 17
+    to its own socket (as Optane PMEM on the socket), 21 between sockets, 28 beyond."""
+    n = 16
+
+    def dist(i, j):
+        return 10 if i == j else 17 if i % 8 == j % 8 else 21 if i < 8 and j < 8 else 28
+
+    def matrix(f):
+        return "[" + ", ".join("[" + ", ".join(str(f(i, j)) for j in range(n)) + "]" for i in range(n)) + "]"
+
+    return f"""
+seed = 1
+[kernel]
+version = "6.12"
+numa_balancing = 2
+[kernel.sysctl]
+demotion_enabled = true
+[machine]
+profile = "intel-2s-128g"
+nodes = {n}
+cpus_per_node = {[4] * 8 + [0] * 8}
+memory_type = {["dram"] * 8 + ["kmem"] * 8}
+memory_gib_per_node = {[1] * 8 + [2] * 8}
+distances = {matrix(dist)}
+[machine.cost]
+latency_ns = {matrix(lambda i, j: 90.0 if i == j else 140.0 if i < 8 and j < 8 else 270.0)}
+node_bandwidth_gibps = {[143.0] * 8 + [30.0] * 8}
+stream_gibps = {matrix(lambda i, j: 12.0 if i == j else 8.0 if j < 8 else 5.0)}
+[[workload]]
+kind = "memory_eater"
+size_gib = 0.8
+node = 0
+free_at_s = 100
+[[workload]]
+kind = "pmbench"
+nodes = [0]
+start_s = 0.5
+threads = 4
+set_mib = 512
+pattern = "normal"
+shape = 40000
+duration_s = 5
+""".replace("'", '"')
+
+
+def test_a_16_node_machine_with_8_cpu_less_nodes_tiers_and_promotes():
+    """Issue 30: more than 8 nodes (MAX_NUMNODES 64). Each socket demotes to its own CXL node
+    (establish_demotion_targets: the nearest node of the next tier), and pmbench's pages that
+    spilled from the full node 0 to node 8 are promoted back."""
+    r = numasim.run(sixteen_nodes())
+    assert r.completed and r.sim["nr_nodes"] == 16
+    tiers = r.sim["memory_tiers"]
+    assert tiers["toptier"] == [True] * 8 + [False] * 8
+    assert tiers["demotion"] == [[i + 8] for i in range(8)] + [[]] * 8
+    assert c(r, "pgpromote_success") > 1000 and c(r, "pgdemote_kswapd") > 1000
+    # node 0 falls back to its own CXL node (SLIT 17) before another socket (21); promotion
+    # and demotion stay between the two: no page ever lands on the other 14 nodes
+    peak = r.memory.groupby("node")["pages"].max()
+    assert peak[0] > 0 and peak[8] > 0
+    assert peak.drop([0, 8]).sum() == 0, peak.to_dict()
+
+
+def test_node_limit_is_64():
+    with pytest.raises(ScenarioError) as e:
+        numasim.resolve(sixteen_nodes(), overrides={"machine.nodes": 65})
+    assert any("at most 64 nodes" in err["msg"] for err in e.value.errors), e.value.errors

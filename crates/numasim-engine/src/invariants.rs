@@ -49,16 +49,14 @@ pub fn check_mm(k: &Kernel, mm: usize) -> Result<()> {
     let m = &k.mms[mm];
     let mut per_node = vec![0u64; k.topo.nr_nodes];
     for (vi, v) in m.vmas.iter().enumerate() {
-        if v.pt.recount() != v.pt.blocks {
+        if !v.pt.summaries_agree() {
             return Err(fail(k, "block_summaries", format!("mm {} vma {vi}: block summary differs from pages", m.tgid)));
         }
         if !v.pt.pmd_blocks_whole() {
             return Err(fail(k, "pmd_thp_whole", format!("mm {} vma {vi}: a PMD-mapped block is not one uniform order-9 folio", m.tgid)));
         }
-        for b in &v.pt.blocks {
-            for (n, c) in per_node.iter_mut().enumerate() {
-                *c += b.node[n] as u64;
-            }
+        for (c, t) in per_node.iter_mut().zip(v.pt.node_totals()) {
+            *c += t;
         }
     }
     if per_node[..] != m.node_pages[..k.topo.nr_nodes] {

@@ -54,6 +54,8 @@ pub struct Kernel {
     pub cost: CostProfile,
     /// The lowest of `cost.latency_ns` (a bound for the random-access race test).
     pub min_latency_ns: f64,
+    /// Scratch bytes per node of one stretch of a store stream (all zero between uses).
+    pub stream_bytes: Vec<f64>,
     /// `cost.page_copy_ns` for every (CPU node, source, target), indexed by `page_copy_idx`.
     page_copy_ns: Vec<f64>,
     /// `latency_bucket` of `cost.latency_ns[cpu node][memory node]` (a random access's
@@ -169,6 +171,7 @@ impl Kernel {
             topo,
             cost: s.machine.cost.clone(),
             min_latency_ns: s.machine.cost.latency_ns.iter().flatten().copied().fold(f64::INFINITY, f64::min),
+            stream_bytes: vec![0.0; s.machine.topology.nr_nodes],
             page_copy_ns: {
                 let n = s.machine.topology.nr_nodes;
                 (0..n * n * n).map(|i| s.machine.cost.page_copy_ns(i / (n * n), i / n % n, i % n)).collect()

@@ -3,7 +3,6 @@
 
 use crate::cost::{CostProfile, PAGE_SIZE};
 use crate::kernel::Kernel;
-use crate::topology::MAX_NODES;
 use crate::workload::Op;
 
 impl Kernel {
@@ -16,17 +15,19 @@ impl Kernel {
             busy[c] = true;
         }
         // unconstrained per-thread rates (bytes/ns) and demand per node and per link
-        let mut node_demand = [0.0f64; MAX_NODES];
-        let mut link_demand = [[0.0f64; MAX_NODES]; MAX_NODES];
+        let mut node_demand = vec![0.0f64; nr];
+        // link a -> n at a * nr + n
+        let mut link_demand = vec![0.0f64; nr * nr];
         let mut lone_rate = Vec::with_capacity(running.len());
+        let mut mix = vec![0.0f64; nr];
         // pmbench linear walkers: their per-access overhead (latency-bound, no stream demand)
         let mut walker = Vec::with_capacity(running.len());
         for &(c, t) in &running {
             let a = self.cpu_node(c);
             let share = if self.topo.siblings(c).any(|s| busy[s]) { self.cost.smt_share } else { 1.0 };
             let p = &mut self.tasks[t];
-            p.last_bytes = p.cur_bytes;
-            p.cur_bytes = [0.0; MAX_NODES];
+            p.last_bytes[..nr].copy_from_slice(&p.cur_bytes[..nr]);
+            p.cur_bytes[..nr].fill(0.0);
             let total: f64 = p.last_bytes[..nr].iter().sum();
             let single = matches!(p.program.get(p.pc), Some(Op::RandomAccess { .. }));
             let linear = match p.program.get(p.pc) {
@@ -34,7 +35,7 @@ impl Kernel {
                 _ => None,
             };
             walker.push(linear);
-            let mut mix = [0.0f64; MAX_NODES];
+            mix.fill(0.0);
             if (total == 0.0 && single) || linear.is_some() {
                 // single latency-bound accesses (pmbench, a guest): no stream demand
                 lone_rate.push(share);
@@ -53,7 +54,7 @@ impl Kernel {
             for n in 0..nr {
                 node_demand[n] += rate * mix[n];
                 if n != a {
-                    link_demand[a][n] += rate * mix[n];
+                    link_demand[a * nr + n] += rate * mix[n];
                 }
             }
             lone_rate.push(share);
@@ -61,13 +62,12 @@ impl Kernel {
         for (i, &(c, t)) in running.iter().enumerate() {
             let a = self.cpu_node(c);
             let share = lone_rate[i];
-            let mut cost = [0.0f64; MAX_NODES];
+            let cost = &mut self.tasks[t].page_cost;
             if let Some(overhead_ns) = walker[i] {
                 // pmbench linear: one latency-bound access per page crossed
                 for n in 0..nr {
                     cost[n] = self.cost.latency_ns[a][n] + overhead_ns;
                 }
-                self.tasks[t].page_cost = cost;
                 continue;
             }
             for n in 0..nr {
@@ -75,11 +75,10 @@ impl Kernel {
                 let node_cap = CostProfile::bytes_per_ns(self.cost.node_bandwidth_gibps[n]) / self.cost.dram_bytes_per_store;
                 let mut slow = (node_demand[n] / node_cap).max(1.0);
                 if n != a {
-                    slow = slow.max(link_demand[a][n] / CostProfile::bytes_per_ns(self.cost.interconnect_gibps.gibps(a, n)));
+                    slow = slow.max(link_demand[a * nr + n] / CostProfile::bytes_per_ns(self.cost.interconnect_gibps.gibps(a, n)));
                 }
                 cost[n] = PAGE_SIZE / (CostProfile::bytes_per_ns(self.cost.stream_gibps[a][n]) * share) * slow;
             }
-            self.tasks[t].page_cost = cost;
         }
     }
 }
@@ -120,7 +119,7 @@ mod tests {
         let cap = k.cost.node_bandwidth_gibps[0];
         let streamer = thread(&k, 0);
         k.update_page_costs();
-        let alone = k.tasks[streamer].page_cost;
+        let alone = k.tasks[streamer].page_cost.clone();
         // the other threads turn to random accesses; squeeze the controller so that three more
         // full-rate streams would have to share it
         for i in 1..4 {
@@ -144,7 +143,7 @@ mod tests {
         let on_a: Vec<usize> = (0..k.cpus.len()).filter(|&c| k.cpu_node(c) == a).filter_map(|c| k.cpus[c].curr()).collect();
         let set_remote = |k: &mut crate::kernel::Kernel| {
             for &o in &on_a {
-                k.tasks[o].cur_bytes = [0.0; crate::topology::MAX_NODES];
+                k.tasks[o].cur_bytes.fill(0.0);
                 k.tasks[o].cur_bytes[b] = 1.0;
             }
         };

@@ -4,7 +4,6 @@ use crate::kernel::Kernel;
 use crate::mm::pgtable::BLOCK_PAGES;
 use crate::scenario::Scenario;
 use crate::sched::task::TaskState;
-use crate::topology::MAX_NODES;
 use crate::vmstat::{NR_VM_EVENTS, VM_EVENT_NAMES};
 use serde_json::{json, Map, Value};
 
@@ -40,12 +39,10 @@ impl Samples {
         }
         for m in k.mms.iter().filter(|m| m.users > 0) {
             // the memory the workload mapped, not the program's image
-            let mut image = [0u64; MAX_NODES];
+            let mut image = vec![0u64; k.topo.nr_nodes];
             for v in m.vmas.iter().filter(|v| v.image) {
-                for blk in &v.pt.blocks {
-                    for (n, acc) in image.iter_mut().enumerate().take(k.topo.nr_nodes) {
-                        *acc += blk.node[n] as u64;
-                    }
+                for (acc, t) in image.iter_mut().zip(v.pt.node_totals()) {
+                    *acc += t;
                 }
             }
             for (n, &pages) in image.iter().enumerate().filter(|x| *x.1 > 0) {
@@ -55,13 +52,13 @@ impl Samples {
             if total == 0 {
                 continue;
             }
-            let mut acc = vec![[0u64; MAX_NODES]; PLACEMENT_BUCKETS];
+            let mut acc = vec![vec![0u64; k.topo.nr_nodes]; PLACEMENT_BUCKETS];
             let mut base = 0u64;
             for v in m.vmas.iter().filter(|v| !v.image) {
-                for (b, blk) in v.pt.blocks.iter().enumerate() {
+                for b in 0..v.pt.blocks.len() {
                     let bucket = ((base + b as u64 * BLOCK_PAGES) * PLACEMENT_BUCKETS as u64 / total) as usize;
-                    for n in 0..k.topo.nr_nodes {
-                        acc[bucket.min(PLACEMENT_BUCKETS - 1)][n] += blk.node[n] as u64;
+                    for (a, &c) in acc[bucket.min(PLACEMENT_BUCKETS - 1)].iter_mut().zip(v.pt.block_nodes(b)) {
+                        *a += c as u64;
                     }
                 }
                 base += v.pt.len();
@@ -124,16 +121,11 @@ pub struct TaskResult {
 
 /// Node holding most of the pages of the ranges task `t` sweeps (None if it sweeps none).
 pub fn sweep_mem_node(k: &Kernel, t: usize) -> Option<usize> {
-    let mut pages = [0u64; crate::topology::MAX_NODES];
+    let mut pages = vec![0u64; k.topo.nr_nodes];
     let pt_of = |vma: usize| &k.mms[k.tasks[t].mm].vmas[vma].pt;
     for op in &k.tasks[t].program {
         if let crate::workload::Op::Sweep { vma, first, npages, .. } = *op {
-            let pt = pt_of(vma);
-            for i in first..(first + npages).min(pt.len()) {
-                if let Some(n) = pages.get_mut(pt.nid(i) as usize) {
-                    *n += 1;
-                }
-            }
+            pt_of(vma).count_range_nodes(first, first + npages, &mut pages);
         }
     }
     let (node, &most) = pages.iter().enumerate().max_by_key(|&(n, &c)| (c, std::cmp::Reverse(n)))?;
@@ -160,6 +152,8 @@ pub struct RunResult {
     pub nr_nodes: usize,
     /// How NUMA placement sees the node distances (sched_numa_topology_type).
     pub numa_topology_type: crate::topology::NumaTopologyType,
+    /// Each node's memory tier (mm/memory_tiers.rs).
+    pub tiers: crate::mm::memory_tiers::NodeTiers,
     pub events: (u64, u64, u64),
     /// Per mTHP size (hugepages-<size>kB/stats): (size name, anon_fault_alloc, anon_fault_fallback).
     pub mthp: Vec<(String, u64, u64)>,
@@ -288,6 +282,7 @@ impl RunResult {
             nr_cpus: k.topo.nr_cpus(),
             nr_nodes: k.topo.nr_nodes,
             numa_topology_type: k.topo.numa_topology_type,
+            tiers: k.tiers.clone(),
             events: (k.events.pte_updates, k.events.hint_faults, k.events.migrations),
             mthp: crate::mm::huge_memory::ANON_ORDERS
                 .filter(|&o| k.mthp_stats[o as usize] != [0, 0])
@@ -402,6 +397,7 @@ impl RunResult {
                                  "hist_min": (0..self.folios.hist.len()).map(|b| 1u64 << b).collect::<Vec<_>>(), "hist": self.folios.hist},
             "kvm": self.kvm.iter().map(|v| json!({"pid": v.pid, "vcpus": v.vcpus, "scan_passes": v.scan_passes, "running_scan_passes": v.running_scan_passes, "stats": v.stats})).collect::<Vec<_>>(),
             "sim": {"ticks": self.ticks, "nr_cpus": self.nr_cpus, "nr_nodes": self.nr_nodes, "numa_topology_type": self.numa_topology_type,
+                    "memory_tiers": {"adistance": self.tiers.adistance, "toptier": self.tiers.toptier, "demotion": self.tiers.demotion},
                     "events": {"pte_updates": self.events.0, "hint_faults": self.events.1, "migrations": self.events.2}},
         })
     }

@@ -204,7 +204,7 @@ impl Kernel {
             self.samplers[s].latency_hist = hist;
         }
         let m = &mut self.mms[mm];
-        m.node_pages = Default::default();
-        m.shmem_pages = Default::default();
+        m.node_pages = [0; crate::topology::MAX_NODES];
+        m.shmem_pages = [0; crate::topology::MAX_NODES];
     }
 }

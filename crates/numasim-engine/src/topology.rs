@@ -2,8 +2,40 @@
 
 use serde::Serialize;
 
-/// Most nodes a scenario may have (arrays sized by it stay on the stack).
-pub const MAX_NODES: usize = 8;
+/// Most nodes a scenario may have: x86_64's CONFIG_NODES_SHIFT = 6 of distribution kernels
+/// (MAX_NUMNODES = 64). Per-node arrays sized by it are small and loops run over the machine's
+/// `nr_nodes` only; per-page-table node counts are sized by `nr_nodes` (mm/pgtable.rs).
+pub const MAX_NODES: usize = 64;
+
+/// A set of nodes, bit n = node n (nodemask_t of MAX_NUMNODES = 64).
+pub type NodeMask = u64;
+
+/// The mask of node `n` alone (node_set).
+#[inline]
+pub const fn node_bit(n: usize) -> NodeMask {
+    1 << n
+}
+
+/// The mask of nodes `0..nr`.
+pub const fn nodes_below(nr: usize) -> NodeMask {
+    if nr >= MAX_NODES {
+        NodeMask::MAX
+    } else {
+        (1 << nr) - 1
+    }
+}
+
+/// The nodes of `mask`, ascending (for_each_node_mask).
+pub fn mask_nodes(mask: NodeMask) -> impl Iterator<Item = usize> {
+    let mut m = mask;
+    std::iter::from_fn(move || {
+        (m != 0).then(|| {
+            let n = m.trailing_zeros() as usize;
+            m &= m - 1;
+            n
+        })
+    })
+}
 
 /// SLIT distance of a node to itself (include/linux/topology.h: LOCAL_DISTANCE).
 pub const LOCAL_DISTANCE: u32 = 10;
@@ -140,6 +172,17 @@ fn init_numa_topology_type(distance: &[Vec<u32>], levels: usize, max: u32) -> Nu
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// nodemask_t of MAX_NUMNODES = 64: node 63 is a member like node 0, and the mask of all
+    /// nodes does not overflow.
+    #[test]
+    fn node_masks_hold_64_nodes() {
+        assert_eq!(nodes_below(64), u64::MAX);
+        assert_eq!(nodes_below(3), 0b111);
+        let m = node_bit(0) | node_bit(9) | node_bit(63);
+        assert_eq!(mask_nodes(m).collect::<Vec<_>>(), [0, 9, 63]);
+        assert_eq!(mask_nodes(0).count(), 0);
+    }
 
     fn topo(distance: Vec<Vec<u32>>) -> Topology {
         let n = distance.len();

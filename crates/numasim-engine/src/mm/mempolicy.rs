@@ -1,5 +1,6 @@
 //! Memory policies (mm/mempolicy.c): allocation node choice, vma_policy_mof, mpol_misplaced.
 
+use crate::topology::{mask_nodes, nodes_below, NodeMask};
 use serde::Serialize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -8,7 +9,7 @@ pub enum MpolMode {
     Default,
     Preferred(usize),
     /// MPOL_BIND to a node mask (bit n = node n).
-    Bind(u8),
+    Bind(NodeMask),
     Local,
 }
 
@@ -22,7 +23,7 @@ pub struct Mempolicy {
 impl Mempolicy {
     pub const DEFAULT: Mempolicy = Mempolicy { mode: MpolMode::Default, numa_balancing: false };
 
-    pub fn bind(mask: u8) -> Self {
+    pub fn bind(mask: NodeMask) -> Self {
         Mempolicy { mode: MpolMode::Bind(mask), numa_balancing: false }
     }
 
@@ -38,15 +39,15 @@ impl Mempolicy {
             MpolMode::Local => "MPOL_LOCAL".into(),
             MpolMode::Preferred(n) => format!("MPOL_PREFERRED to node {n}"),
             MpolMode::Bind(mask) => {
-                let nodes: Vec<String> = (0..8).filter(|n| mask & (1 << n) != 0).map(|n| n.to_string()).collect();
+                let nodes: Vec<String> = mask_nodes(mask).map(|n| n.to_string()).collect();
                 format!("MPOL_BIND to node{} {}", if nodes.len() == 1 { "" } else { "s" }, nodes.join(","))
             }
         }
     }
 
     /// Node the allocator tries first and the nodes it may use (policy_node / policy_nodemask).
-    pub fn alloc_nodes(&self, this_node: usize, nr_nodes: usize) -> (usize, u8) {
-        let all = if nr_nodes >= 8 { 0xff } else { (1u8 << nr_nodes) - 1 };
+    pub fn alloc_nodes(&self, this_node: usize, nr_nodes: usize) -> (usize, NodeMask) {
+        let all = nodes_below(nr_nodes);
         match self.mode {
             MpolMode::Default | MpolMode::Local => (this_node, all),
             MpolMode::Preferred(n) => (n, all),

@@ -28,7 +28,6 @@ use crate::kernel::Kernel;
 use crate::mm::access_notifier::AccessNotifier;
 use crate::mm::fault_race::{FaultKind, InFlight};
 use crate::mm::rmap::PageRef;
-use crate::topology::MAX_NODES;
 use crate::vmstat::VmEvent;
 
 /// Where a timed call's `migrate_pages()` started: absolute ns, and the caller's tick budget
@@ -98,7 +97,7 @@ impl Kernel {
         let mm = first.mm;
         let window = if batched { duration_ns } else { duration_ns / pages.len() as f64 };
         // the wait depends on the thread's node only: ask once per node
-        let mut wait_on = [None; MAX_NODES];
+        let mut wait_on = vec![None; self.topo.nr_nodes];
         for c in 0..self.cpus.len() {
             let Some(t) = self.cpus[c].curr().filter(|&t| self.tasks[t].mm == mm) else {
                 continue;

@@ -1,5 +1,7 @@
 //! Per-page state in one compact entry per 4 KiB page of a VMA, plus per-2 MiB block summaries
-//! so that an access stream can cross a block whose pages need no fault in O(nodes).
+//! so that an access stream can cross a block whose pages need no fault in O(nodes). A block's
+//! pages per node are kept beside the summaries, `nr_nodes` counts per block (the machine's
+//! nodes, not MAX_NODES).
 //!
 //! Per page (`PageEntry`, 8 bytes, eight to a cache line, so that an event touches one line):
 //! node, PTE flags, folio order, last_cpupid, and a sampled page's event generation. A folio of order o covers the 2^o pages from
@@ -40,10 +42,10 @@ pub struct PageEntry {
 
 const EMPTY: PageEntry = PageEntry { node: NO_NODE, flags: 0, order: 0, event_gen: 1, last_cpupid: CPUPID_UNSET };
 
-/// Summary of one 2 MiB block: populated pages per node, and how many need a fault.
+/// Summary of one 2 MiB block: how many pages are populated and how many need a fault (the
+/// pages per node are in `PageTable::block_node`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Block {
-    pub node: [u16; MAX_NODES],
     pub populated: u16,
     pub protnone: u16,
     /// Populated, present (not PROT_NONE) and not writable: a write takes a write fault.
@@ -56,13 +58,17 @@ pub struct Block {
 pub struct PageTable {
     pub pages: Vec<PageEntry>,
     pub blocks: Vec<Block>,
+    /// Populated pages of block b on node n at `b * nr_nodes + n`.
+    block_node: Vec<u16>,
+    nr_nodes: usize,
 }
 
 impl PageTable {
-    pub fn new(npages: u64) -> Self {
+    pub fn new(npages: u64, nr_nodes: usize) -> Self {
+        debug_assert!(nr_nodes <= MAX_NODES);
         let n = npages as usize;
         let nb = npages.div_ceil(BLOCK_PAGES) as usize;
-        PageTable { pages: vec![EMPTY; n], blocks: vec![Block::default(); nb] }
+        PageTable { pages: vec![EMPTY; n], blocks: vec![Block::default(); nb], block_node: vec![0; nb * nr_nodes], nr_nodes }
     }
 
     /// Prefetch page `i`'s entry and its block summary (speed only).
@@ -70,6 +76,48 @@ impl PageTable {
     pub fn prefetch(&self, i: u64) {
         prefetch(&self.pages, i as usize);
         prefetch(&self.blocks, (i / BLOCK_PAGES) as usize);
+    }
+
+    /// Populated pages of block `b` per node (`nr_nodes` entries).
+    #[inline]
+    pub fn block_nodes(&self, b: usize) -> &[u16] {
+        &self.block_node[b * self.nr_nodes..(b + 1) * self.nr_nodes]
+    }
+
+    /// Pages per node of the whole table.
+    pub fn node_totals(&self) -> Vec<u64> {
+        let mut out = vec![0u64; self.nr_nodes];
+        for b in 0..self.blocks.len() {
+            for (o, &c) in out.iter_mut().zip(self.block_nodes(b)) {
+                *o += c as u64;
+            }
+        }
+        out
+    }
+
+    /// Add the populated pages of [first, end) per node to `out` (`nr_nodes` entries): whole
+    /// blocks from their summaries, the ends page by page.
+    pub fn count_range_nodes(&self, first: u64, end: u64, out: &mut [u64]) {
+        let end = end.min(self.len());
+        let mut i = first;
+        while i < end {
+            if i.is_multiple_of(BLOCK_PAGES) && i + BLOCK_PAGES <= end {
+                for (o, &c) in out.iter_mut().zip(self.block_nodes(Self::blk(i))) {
+                    *o += c as u64;
+                }
+                i += BLOCK_PAGES;
+                continue;
+            }
+            if let Some(o) = out.get_mut(self.nid(i) as usize) {
+                *o += 1;
+            }
+            i += 1;
+        }
+    }
+
+    #[inline]
+    fn block_node_mut(&mut self, i: u64, node: usize) -> &mut u16 {
+        &mut self.block_node[Self::blk(i) * self.nr_nodes + node]
     }
 
     /// Node of page `i` (NO_NODE if unpopulated).
@@ -201,8 +249,8 @@ impl PageTable {
         debug_assert!(!self.populated(i));
         let e = &mut self.pages[i as usize];
         (e.node, e.order, e.flags, e.last_cpupid) = (node as u8, order, 0, CPUPID_UNSET);
+        *self.block_node_mut(i, node) += 1;
         let k = &mut self.blocks[Self::blk(i)];
-        k.node[node] += 1;
         k.populated += 1;
         k.nowrite += 1;
         self.set_flags(i, flags);
@@ -212,15 +260,14 @@ impl PageTable {
     /// summaries. Event generations stay, as in `unpopulate`.
     pub fn unmap_all(&mut self) -> [u64; MAX_NODES] {
         let mut freed = [0u64; MAX_NODES];
-        for k in &self.blocks {
-            for (f, &c) in freed.iter_mut().zip(k.node.iter()) {
-                *f += c as u64;
-            }
+        for (f, c) in freed.iter_mut().zip(self.node_totals()) {
+            *f = c;
         }
         for e in &mut self.pages {
             *e = PageEntry { event_gen: e.event_gen, ..EMPTY };
         }
         self.blocks.fill(Block::default());
+        self.block_node.fill(0);
         freed
     }
 
@@ -228,8 +275,8 @@ impl PageTable {
     pub fn unpopulate(&mut self, i: u64) -> usize {
         let n = self.pages[i as usize].node as usize;
         self.set_flags(i, PTE_WRITE); // drops the page's protnone/nowrite counts
+        *self.block_node_mut(i, n) -= 1;
         let k = &mut self.blocks[Self::blk(i)];
-        k.node[n] -= 1;
         k.populated -= 1;
         // zap_huge_pmd: unmapping any page of a PMD-mapped THP removes the PMD
         k.pmd = false;
@@ -278,22 +325,22 @@ impl PageTable {
     /// The page moved to `to` (migration keeps the PTE flags given by the caller).
     pub fn set_node(&mut self, i: u64, to: usize) {
         let from = self.pages[i as usize].node as usize;
-        let k = &mut self.blocks[Self::blk(i)];
-        k.node[from] -= 1;
-        k.node[to] += 1;
+        *self.block_node_mut(i, from) -= 1;
+        *self.block_node_mut(i, to) += 1;
         self.pages[i as usize].node = to as u8;
     }
 
     /// Recount block summaries from the page arrays (invariant checks only).
-    pub fn recount(&self) -> Vec<Block> {
+    pub fn recount(&self) -> (Vec<Block>, Vec<u16>) {
         let mut v = vec![Block::default(); self.blocks.len()];
+        let mut nodes = vec![0u16; self.block_node.len()];
         for i in 0..self.len() {
             if !self.populated(i) {
                 continue;
             }
+            nodes[Self::blk(i) * self.nr_nodes + self.pages[i as usize].node as usize] += 1;
             let k = &mut v[Self::blk(i)];
             let f = self.pages[i as usize].flags;
-            k.node[self.pages[i as usize].node as usize] += 1;
             k.populated += 1;
             k.protnone += (f & PTE_PROTNONE != 0) as u16;
             k.nowrite += Self::counts_nowrite(f) as u16;
@@ -301,7 +348,13 @@ impl PageTable {
         for (b, k) in v.iter_mut().enumerate() {
             k.pmd = self.blocks[b].pmd;
         }
-        v
+        (v, nodes)
+    }
+
+    /// The block summaries and per-node counts agree with the page entries.
+    pub fn summaries_agree(&self) -> bool {
+        let (blocks, nodes) = self.recount();
+        blocks == self.blocks && nodes == self.block_node
     }
 
     /// A PMD-mapped block is one populated order-9 folio whose pages agree (invariant checks).
@@ -325,7 +378,7 @@ mod tests {
 
     #[test]
     fn folio_head_is_naturally_aligned() {
-        let mut pt = PageTable::new(1024);
+        let mut pt = PageTable::new(1024, 2);
         pt.populate_folio(16, 4, 1, PTE_WRITE, false);
         assert_eq!(pt.folio(16), (16, 16));
         assert_eq!(pt.folio(31), (16, 16));
@@ -341,7 +394,7 @@ mod tests {
 
     #[test]
     fn block_summary_tracks_protnone_and_write() {
-        let mut pt = PageTable::new(1000);
+        let mut pt = PageTable::new(1000, 2);
         assert!(!pt.block_clean(0, false));
         for i in 0..512 {
             pt.populate(i, 1, PTE_WRITE);
@@ -354,16 +407,31 @@ mod tests {
         pt.make_writable(7);
         pt.set_node(3, 0);
         assert!(pt.block_clean(0, true));
-        assert_eq!(pt.blocks[0].node[0], 1);
-        assert_eq!(pt.recount(), pt.blocks);
+        assert_eq!(pt.block_nodes(0), [1, 511]);
+        assert!(pt.summaries_agree());
         assert_eq!(pt.block_len(1), 488);
+    }
+
+    /// Counting a range per node from the block summaries agrees with counting its pages.
+    #[test]
+    fn range_counts_match_the_pages() {
+        let mut pt = PageTable::new(2000, 3);
+        for i in (0..2000).step_by(7) {
+            pt.populate(i, (i % 3) as usize, PTE_WRITE);
+        }
+        for (first, end) in [(0, 2000), (5, 1500), (512, 1024), (700, 3000), (10, 11)] {
+            let mut got = [0u64; 3];
+            pt.count_range_nodes(first, end, &mut got);
+            let want: Vec<u64> = (0..3).map(|n| (first..end.min(2000)).filter(|&i| pt.populated(i) && pt.nid(i) as usize == n).count() as u64).collect();
+            assert_eq!(got[..], want[..], "[{first}, {end})");
+        }
     }
 
     /// mm/mmap.c: exit_mmap — unmapping a whole table frees each populated page once, counted
     /// per node from the block summaries, and leaves nothing mapped.
     #[test]
     fn unmap_all_frees_every_page_once() {
-        let mut pt = PageTable::new(2000);
+        let mut pt = PageTable::new(2000, 2);
         for i in (0..1024).step_by(3) {
             pt.populate(i, (i % 2) as usize, PTE_WRITE);
         }
@@ -375,8 +443,9 @@ mod tests {
         assert_eq!(freed[..2], want[..]);
         assert!(freed[2..].iter().all(|&f| f == 0));
         assert!((0..2000).all(|i| !pt.populated(i) && !pt.protnone(i)));
-        assert_eq!(pt.recount(), pt.blocks);
+        assert!(pt.summaries_agree());
         assert!(pt.blocks.iter().all(|k| *k == Block::default()));
+        assert_eq!(pt.node_totals(), [0, 0]);
         assert_eq!(pt.pages[9].event_gen, 7, "a pending event's generation stays");
     }
 }

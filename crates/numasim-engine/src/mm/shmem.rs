@@ -30,7 +30,7 @@ impl Kernel {
     /// A new shmem file of `npages` pages (shmem_file_setup; memfd_create + ftruncate).
     // mm/shmem.c: shmem_file_setup
     pub fn shmem_file_setup(&mut self, name: &str, npages: u64) -> usize {
-        self.shmem.push(ShmemFile { name: name.into(), cache: PageTable::new(npages), mappers: Vec::new(), node_pages: [0; MAX_NODES] });
+        self.shmem.push(ShmemFile { name: name.into(), cache: PageTable::new(npages, self.topo.nr_nodes), mappers: Vec::new(), node_pages: [0; MAX_NODES] });
         self.shmem.len() - 1
     }
 
@@ -174,7 +174,7 @@ impl Kernel {
         }
         let f = &mut self.shmem[file];
         f.cache.unmap_all();
-        std::mem::take(&mut f.node_pages)
+        std::mem::replace(&mut f.node_pages, [0; MAX_NODES])
     }
 }
 

@@ -79,11 +79,14 @@ pub struct Mm {
     pub longterm_pins: Vec<(usize, u64, u64)>,
     /// mm->tlb_flush_pending: the last scan window's change_protection ran over [from, until) ns.
     pub tlb_flush_pending: (u64, u64),
+    /// The machine's nodes (sizes the page tables' per-node counts).
+    pub nr_nodes: usize,
 }
 
 impl Mm {
-    pub fn new(tgid: u32, comm: &str, nr_cpus: usize) -> Self {
+    pub fn new(tgid: u32, comm: &str, nr_cpus: usize, nr_nodes: usize) -> Self {
         Mm {
+            nr_nodes,
             tgid,
             comm: comm.into(),
             vmas: Vec::new(),
@@ -111,7 +114,7 @@ impl Mm {
     /// Map a new anonymous VMA after the last one, 2 MiB aligned; returns its index.
     pub fn mmap_anon(&mut self, npages: u64, flags: u32) -> usize {
         let start = self.vmas.last().map(|v| v.end().div_ceil(512) * 512 + 512).unwrap_or(0x40000);
-        self.vmas.push(Vma { start, flags, anon: true, policy: None, pt: PageTable::new(npages), numab: None, image: false, shmem: None });
+        self.vmas.push(Vma { start, flags, anon: true, policy: None, pt: PageTable::new(npages, self.nr_nodes), numab: None, image: false, shmem: None });
         self.vmas.len() - 1
     }
 }

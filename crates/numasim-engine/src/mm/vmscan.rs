@@ -36,7 +36,7 @@ impl Kernel {
 
     /// Every node the allocation may use (the fast path failed at the low watermark).
     // mm/page_alloc.c: wake_all_kswapds
-    pub fn wake_all_kswapds(&mut self, preferred: usize, mask: u8) {
+    pub fn wake_all_kswapds(&mut self, preferred: usize, mask: crate::topology::NodeMask) {
         if !self.lru_tracking {
             return;
         }

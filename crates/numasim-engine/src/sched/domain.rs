@@ -5,7 +5,7 @@
 //! at their steady state for tasks that never sleep, from running counts (`cpu_load` & co.).
 
 use crate::kernel::Kernel;
-use crate::topology::Topology;
+use crate::topology::{mask_nodes, node_bit, NodeMask, Topology};
 use crate::variants::{DelayDequeue, ImbNumaNr, SdInit, Variants};
 
 /// SCHED_CAPACITY_SCALE: a CPU's capacity (every CPU of the engine is a full one; the smt_gain
@@ -23,12 +23,12 @@ pub struct NumaDomain {
     pub level: usize,
     pub distance: u32,
     /// Nodes spanned (bit n: node n).
-    pub span: u8,
+    pub span: NodeMask,
     /// CPUs spanned (sd->span_weight).
     pub weight: usize,
     /// Groups as node masks, the local one first, then by CPU number, wrapping
     /// (build_overlap_sched_groups: for_each_cpu_wrap from the domain's CPU).
-    pub groups: Vec<u8>,
+    pub groups: Vec<NodeMask>,
     pub imb_numa_nr: u32,
     /// SD_BALANCE_FORK | SD_BALANCE_EXEC (distance <= RECLAIM_DISTANCE).
     pub fork_exec: bool,
@@ -60,18 +60,14 @@ pub struct SdParams {
     pub busy_factor: u64,
 }
 
-fn mask_nodes(mask: u8) -> impl Iterator<Item = usize> {
-    (0..8).filter(move |n| mask & (1 << n) != 0)
-}
-
 impl SchedDomains {
     /// build_sched_domains for `topo` with the release's `imb_numa_nr` rule.
     // kernel/sched/topology.c: sched_init_numa, build_sched_domains, build_overlap_sched_groups
     pub fn build(topo: &Topology, v: &Variants) -> Self {
         let nr = topo.nr_nodes;
         // the spans hold nodes with CPUs only (CPU-less nodes have no sched domain)
-        let within = |n: usize, d: u32| (0..nr).filter(|&m| topo.node_distance(n, m) <= d && (m == n || topo.has_cpu(m))).fold(0u8, |a, m| a | 1 << m);
-        let cpus = |mask: u8| mask_nodes(mask).map(|n| topo.node_cpus[n].len()).sum::<usize>();
+        let within = |n: usize, d: u32| (0..nr).filter(|&m| topo.node_distance(n, m) <= d && (m == n || topo.has_cpu(m))).fold(0, |a: NodeMask, m| a | node_bit(m));
+        let cpus = |mask: NodeMask| mask_nodes(mask).map(|n| topo.node_cpus[n].len()).sum::<usize>();
         let mut numa = Vec::with_capacity(nr);
         for n in 0..nr {
             let mut doms: Vec<NumaDomain> = Vec::new();
@@ -85,7 +81,7 @@ impl SchedDomains {
             };
             // imb_span: the span of the first SD_NUMA level (degenerate or not)
             let first_numa = topo.numa_distances.get(1).map(|&d| cpus(within(n, d))).unwrap_or(node_cpus).max(1);
-            let mut child_span = 1u8 << n;
+            let mut child_span = node_bit(n);
             for (level, &d) in topo.numa_distances.iter().enumerate().skip(1) {
                 let span = within(n, d);
                 if span == child_span {
@@ -93,7 +89,7 @@ impl SchedDomains {
                 }
                 // the group of node m is m's span one level down (the child domain of its CPUs)
                 let prev = topo.numa_distances[level - 1];
-                let mut covered = 0u8;
+                let mut covered: NodeMask = 0;
                 let mut groups = Vec::new();
                 for m in (n..nr).chain(0..n) {
                     if span & (1 << m) == 0 || covered & (1 << m) != 0 {
@@ -154,7 +150,7 @@ pub fn variant_conflicts(v: &Variants) -> Vec<(String, String)> {
 
 impl Kernel {
     /// CPUs of the nodes in `mask`, ascending.
-    pub fn mask_cpus(&self, mask: u8) -> impl Iterator<Item = usize> + '_ {
+    pub fn mask_cpus(&self, mask: NodeMask) -> impl Iterator<Item = usize> + '_ {
         mask_nodes(mask).filter(|&n| n < self.topo.nr_nodes).flat_map(|n| self.topo.node_cpus[n].iter().copied())
     }
 

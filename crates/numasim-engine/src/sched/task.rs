@@ -1,7 +1,6 @@
 //! struct task_struct: the fields numasim needs, including the NUMA-balancing ones (spec §1.1).
 
 use crate::mm::mempolicy::Mempolicy;
-use crate::topology::MAX_NODES;
 use crate::workload::Op;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,11 +92,12 @@ pub struct Task {
     pub numa: TaskNuma,
     /// Node holding most of the pages the task swept, taken when it exits (before exit_mmap).
     pub mem_node_at_exit: Option<usize>,
-    /// Bytes streamed to each node in the last tick (the bandwidth-contention mix).
-    pub last_bytes: [f64; MAX_NODES],
-    pub cur_bytes: [f64; MAX_NODES],
+    /// Bytes streamed to each node in the last tick (the bandwidth-contention mix); one entry
+    /// per node of the machine, as the two below.
+    pub last_bytes: Vec<f64>,
+    pub cur_bytes: Vec<f64>,
     /// ns per page to each memory node this tick, after contention and SMT sharing.
-    pub page_cost: [f64; MAX_NODES],
+    pub page_cost: Vec<f64>,
     /// Small pages the thread touches all the time it runs (its stack, its arguments):
     /// (VMA, page, written).
     pub hot: Vec<(usize, u64, bool)>,

@@ -9,7 +9,7 @@ use crate::mm::types::{VM_READ, VM_WRITE};
 use crate::scenario::raw::RawWorkload;
 use crate::sched::task::{SweepState, Task, TaskNuma, TaskState};
 use crate::sim::rng::Rng;
-use crate::topology::{Topology, MAX_NODES};
+use crate::topology::{node_bit, NodeMask, Topology};
 use serde::Serialize;
 
 pub const KINDS: &[&str] = &[
@@ -126,8 +126,8 @@ impl AutonumaSpec {
         self.processes as u64 * self.size_mib * 256
     }
 
-    fn node_mask(nodes: std::ops::Range<usize>) -> u8 {
-        nodes.fold(0u8, |m, n| m | (1 << n))
+    fn node_mask(nodes: std::ops::Range<usize>) -> NodeMask {
+        nodes.fold(0, |m, n| m | node_bit(n))
     }
 
     pub fn build(&self, k: &mut Kernel, index: usize, rng: &mut Rng) {
@@ -217,7 +217,7 @@ impl AutonumaSpec {
 /// below the buffers it maps next; `threads`: the threads it will create.
 pub(crate) fn new_mm(k: &mut Kernel, comm: &str, threads: usize) -> usize {
     let pid = next_pid(k);
-    k.mms.push(crate::mm::types::Mm::new(pid, comm, k.topo.nr_cpus()));
+    k.mms.push(crate::mm::types::Mm::new(pid, comm, k.topo.nr_cpus(), k.topo.nr_nodes));
     let mm = k.mms.len() - 1;
     k.map_image_low(mm, k.image_preset, threads);
     mm
@@ -261,9 +261,9 @@ pub(crate) fn new_task(k: &mut Kernel, mm: usize, comm: &str, workload: usize, p
         exit_ns: 0,
         numa: TaskNuma::default(),
         mem_node_at_exit: None,
-        last_bytes: [0.0; MAX_NODES],
-        cur_bytes: [0.0; MAX_NODES],
-        page_cost: [0.0; MAX_NODES],
+        last_bytes: vec![0.0; k.topo.nr_nodes],
+        cur_bytes: vec![0.0; k.topo.nr_nodes],
+        page_cost: vec![0.0; k.topo.nr_nodes],
         hot: Vec::new(),
     });
     if let Some(p) = parent {
@@ -273,7 +273,7 @@ pub(crate) fn new_task(k: &mut Kernel, mm: usize, comm: &str, workload: usize, p
 }
 
 /// CPU affinity to the nodes in `cpus`, and optionally MPOL_BIND to `mem`.
-fn set_binding(k: &mut Kernel, t: usize, cpus: u8, mem: Option<u8>) {
+fn set_binding(k: &mut Kernel, t: usize, cpus: NodeMask, mem: Option<NodeMask>) {
     let allowed = k.topo.cpu_node.iter().map(|&n| cpus & (1 << n) != 0).collect();
     k.tasks[t].allowed = allowed;
     if let Some(m) = mem {

@@ -7,7 +7,6 @@ use crate::kernel::Kernel;
 use crate::mm::migrate_syscall::PageSelection;
 use crate::mm::pgtable::BLOCK_PAGES;
 use crate::sched::task::{SweepState, TaskState};
-use crate::topology::MAX_NODES;
 
 /// What is left of a task's tick after `run_task_begin`.
 #[derive(Debug, Clone, Copy)]
@@ -321,8 +320,16 @@ impl Kernel {
 
     /// Advance a store stream; returns true when all passes are done.
     fn sweep(&mut self, t: usize, vma: usize, first: u64, npages: u64, passes: u32, b: &mut f64) -> bool {
+        // the tick's costs per page, out of the task while its stream runs (set per tick only)
+        let cost = std::mem::take(&mut self.tasks[t].page_cost);
+        let done = self.sweep_at(t, vma, first, npages, passes, b, &cost);
+        self.tasks[t].page_cost = cost;
+        done
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn sweep_at(&mut self, t: usize, vma: usize, first: u64, npages: u64, passes: u32, b: &mut f64, cost: &[f64]) -> bool {
         let mm = self.tasks[t].mm;
-        let cost = self.tasks[t].page_cost;
         let nr = self.topo.nr_nodes;
         let end = first + npages;
         if npages == 0 {
@@ -361,9 +368,9 @@ impl Kernel {
             let pt = &self.mms[mm].vmas[vma].pt;
             if race_at.is_none() && pt.block_clean(blk, true) {
                 // every page of the block is present and writable: one step for the whole block
-                let k = pt.blocks[blk];
-                let pop = k.populated as f64;
-                let avg = (0..nr).map(|n| k.node[n] as f64 * cost[n]).sum::<f64>() / pop;
+                let pop = pt.blocks[blk].populated as f64;
+                let k = pt.block_nodes(blk);
+                let avg = (0..nr).map(|n| k[n] as f64 * cost[n]).sum::<f64>() / pop;
                 let avail = (seg_end - idx) as f64 - frac;
                 let (adv, used) = if avail * avg <= *b {
                     pos = (seg_end - first) as f64;
@@ -378,12 +385,12 @@ impl Kernel {
                 let p = &mut self.tasks[t];
                 p.user_ns += used;
                 for n in 0..nr {
-                    p.cur_bytes[n] += adv * PAGE_SIZE * k.node[n] as f64 / pop;
+                    p.cur_bytes[n] += adv * PAGE_SIZE * k[n] as f64 / pop;
                 }
             } else if race_at.is_none() && frac == 0.0 && pt.blocks[blk].populated == 0 && self.thp_allowable_orders(self.mms[mm].vmas[vma].flags) == 0 && self.mms[mm].vmas[vma].shmem.is_none() {
                 // no page of this block is present, no fault may map a large folio, and none
                 // finds a folio in a file's page cache
-                let Some((i, f)) = self.sweep_unpopulated(t, vma, idx, seg_end, b) else {
+                let Some((i, f)) = self.sweep_unpopulated(t, vma, idx, seg_end, b, cost) else {
                     return false;
                 };
                 pos = (i - first) as f64 + f;
@@ -406,7 +413,7 @@ impl Kernel {
                         break;
                     }
                     let pt = &self.mms[mm].vmas[vma].pt;
-                    let mut bytes = [0.0f64; MAX_NODES];
+                    let bytes = &mut self.stream_bytes;
                     let n0 = pt.nid(i) as usize;
                     let mut used = (1.0 - f) * cost[n0];
                     if used > *b {
@@ -438,6 +445,7 @@ impl Kernel {
                     p.user_ns += used;
                     for n in 0..nr {
                         p.cur_bytes[n] += bytes[n];
+                        bytes[n] = 0.0;
                     }
                     if *b <= 0.0 {
                         *b = 0.0;
@@ -462,10 +470,9 @@ impl Kernel {
     /// without its checks. Returns where the stream stopped (page, fraction stored), None on
     /// out-of-memory.
     // mm/memory.c: do_anonymous_page, page by page
-    fn sweep_unpopulated(&mut self, t: usize, vma: usize, mut i: u64, end: u64, b: &mut f64) -> Option<(u64, f64)> {
+    fn sweep_unpopulated(&mut self, t: usize, vma: usize, mut i: u64, end: u64, b: &mut f64, cost: &[f64]) -> Option<(u64, f64)> {
         let pol = self.vma_policy(t, vma);
         let mm = self.tasks[t].mm;
-        let cost = self.tasks[t].page_cost;
         while i < end {
             if self.must_park(*b) {
                 break;

@@ -26,7 +26,7 @@ pub struct KvmGuestSpec {
     /// Guest work per access besides the memory access, ns.
     pub overhead_ns: f64,
     /// CPU affinity of the vCPU threads (node mask).
-    pub nodes: u8,
+    pub nodes: crate::topology::NodeMask,
     pub duration_s: f64,
     pub start_s: f64,
 }
@@ -64,7 +64,7 @@ impl KvmGuestSpec {
         if !(0.0..1e6).contains(&start_s) {
             bad("start_s", format!("must be in [0, 1e6), got {start_s}"));
         }
-        let mut nodes = 0u8;
+        let mut nodes: crate::topology::NodeMask = 0;
         for &n in w.nodes.as_deref().unwrap_or(&[]) {
             if n < 0 || n as usize >= topo.nr_nodes {
                 bad("nodes", format!("node {n} does not exist (the machine has {} nodes)", topo.nr_nodes));
@@ -73,7 +73,7 @@ impl KvmGuestSpec {
             }
         }
         if w.nodes.is_none() {
-            nodes = ((1u16 << topo.nr_nodes) - 1) as u8;
+            nodes = crate::topology::nodes_below(topo.nr_nodes);
         } else if nodes == 0 {
             bad("nodes", "give at least one node".into());
         } else if !(0..topo.nr_nodes).any(|n| nodes & (1 << n) != 0 && topo.has_cpu(n)) {

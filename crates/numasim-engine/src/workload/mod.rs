@@ -26,7 +26,7 @@ pub enum Op {
     /// set_mempolicy(2)
     SetPolicy(Mempolicy),
     /// sched_setaffinity(2) to the CPUs of a node mask
-    SetAffinity(u8),
+    SetAffinity(crate::topology::NodeMask),
     /// Sequential store stream (memset) over VMA pages [first, first + npages), `passes` times.
     Sweep { vma: usize, first: u64, npages: u64, passes: u32 },
     /// The same stream, pass after pass, until `duration_ns` of wall time after the op starts;

@@ -37,7 +37,7 @@ pub struct PmbenchSpec {
     pub shape: f64,
     pub read_ratio: u32,
     /// CPU affinity: bit n = node n.
-    pub nodes: u8,
+    pub nodes: crate::topology::NodeMask,
     pub duration_s: f64,
     pub start_s: f64,
     /// Per-access cost besides the memory access (generator, timing), ns.
@@ -85,7 +85,7 @@ impl PmbenchSpec {
         if !(0..=100).contains(&read_ratio) {
             bad("read_ratio", format!("must be a percentage, got {read_ratio}"));
         }
-        let mut nodes = 0u8;
+        let mut nodes: crate::topology::NodeMask = 0;
         for &n in w.nodes.as_deref().unwrap_or(&(0..topo.nr_nodes as i64).collect::<Vec<_>>()) {
             if n < 0 || n as usize >= topo.nr_nodes {
                 bad("nodes", format!("node {n} does not exist (the machine has {} nodes)", topo.nr_nodes));

@@ -217,12 +217,12 @@ mod tests {
     #[test]
     fn switching_mm_and_the_v6_14_trim() {
         let mut k = small_kernel("");
-        k.mms.push(crate::mm::types::Mm::new(9999, "other", 4));
+        k.mms.push(crate::mm::types::Mm::new(9999, "other", 4, k.topo.nr_nodes));
         k.switch_mm(2, Some(1));
         assert!(!k.mms[0].cpumask[2], "v6.13: bit cleared on switch to another user mm");
 
         let mut k = small_kernel("[kernel.features]\ntlb-lazy-cpumask = true");
-        k.mms.push(crate::mm::types::Mm::new(9999, "other", 4));
+        k.mms.push(crate::mm::types::Mm::new(9999, "other", 4, k.topo.nr_nodes));
         k.switch_mm(2, Some(1));
         assert!(k.mms[0].cpumask[2], "v6.14: the stale bit stays");
         k.now = 5_000_000_000; // more than a second after the last trim
@@ -239,7 +239,7 @@ mod tests {
     #[test]
     fn batched_flush_is_one_round_for_the_union() {
         let mut k = small_kernel("[kernel.features]\ntlb-lazy-cpumask = true");
-        k.mms.push(crate::mm::types::Mm::new(9999, "other", 4));
+        k.mms.push(crate::mm::types::Mm::new(9999, "other", 4, k.topo.nr_nodes));
         k.switch_mm(3, Some(1)); // CPU 3 now runs another mm; its bit for mm 0 stays (v6.14)
         let mut batch = TlbBatch::default();
         for _ in 0..512 {

@@ -182,7 +182,7 @@ mod tests {
             k.task_numa_fault(a, stamp_b, 0, 1, 0);
             k.task_numa_fault(b, stamp_a, 0, 1, 0);
             assert_eq!(k.numa_groups[k.tasks[b].numa.group.unwrap()].refcount, 2);
-            k.mms[0].node_pages = [262144, 0, 0, 0, 0, 0, 0, 0]; // 1 GiB -> 4 windows, 15 s
+            k.mms[0].node_pages = std::array::from_fn(|n| if n == 0 { 262144 } else { 0 }); // 1 GiB -> 4 windows, 15 s
             k.task_scan_max(b)
         };
         assert_eq!(smax("[kernel.features]\nnuma-scan-group-scale = false"), 15000);

@@ -154,9 +154,9 @@ mod tests {
     fn scan_period_bounds_follow_rss() {
         let mut k = small_kernel("");
         let t = thread(&k, 0);
-        k.mms[0].node_pages = [262144, 0, 0, 0, 0, 0, 0, 0]; // 1 GiB -> 4 windows
+        k.mms[0].node_pages = std::array::from_fn(|n| if n == 0 { 262144 } else { 0 }); // 1 GiB -> 4 windows
         assert_eq!((k.task_scan_min(t), k.task_scan_max(t)), (250, 15000));
-        k.mms[0].node_pages = [262144 * 8, 0, 0, 0, 0, 0, 0, 0]; // 8 GiB -> 32 windows
+        k.mms[0].node_pages = std::array::from_fn(|n| if n == 0 { 262144 * 8 } else { 0 }); // 8 GiB -> 32 windows
         assert_eq!((k.task_scan_min(t), k.task_scan_max(t)), (100, 1875));
     }
 
@@ -167,7 +167,7 @@ mod tests {
     fn scan_period_adapts_to_locality() {
         let mut k = small_kernel("");
         let t = thread(&k, 0);
-        k.mms[0].node_pages = [262144, 0, 0, 0, 0, 0, 0, 0];
+        k.mms[0].node_pages = std::array::from_fn(|n| if n == 0 { 262144 } else { 0 });
         let p = &mut k.tasks[t].numa;
         p.scan_period = 1000;
         p.scan_period_max = 15000;
@@ -195,7 +195,7 @@ mod tests {
         for (version, expect) in [("3.19", 1000 - 600 * 8 / 10), ("6.12", 1000 + 100)] {
             let mut k = small_kernel(&format!("[kernel]\nversion = \"{version}\""));
             let t = thread(&k, 0);
-            k.mms[0].node_pages = [262144, 0, 0, 0, 0, 0, 0, 0];
+            k.mms[0].node_pages = std::array::from_fn(|n| if n == 0 { 262144 } else { 0 });
             let p = &mut k.tasks[t].numa;
             p.scan_period = 1000;
             p.scan_period_max = 15000;

@@ -3,7 +3,6 @@
 
 use crate::kernel::Kernel;
 use crate::mm::rmap::PageRef;
-use crate::topology::MAX_NODES;
 
 impl Kernel {
     /// Does another thread of the process touch page `idx` while the faulting task `t` has it
@@ -31,7 +30,7 @@ impl Kernel {
             return None;
         }
         // accesses the process's other threads in their access loop make during the window
-        let mut on_node = [0u32; MAX_NODES];
+        let mut on_node = vec![0u32; self.topo.nr_nodes];
         for &o in threads.iter().filter(|&&o| o != t) {
             on_node[self.topo.cpu_node[self.tasks[o].cpu]] += 1;
         }

@@ -23,8 +23,8 @@ pub fn latency_bucket(ns: f64) -> usize {
 }
 
 // one bit per node in `AccessSampler::mean_known`, and one for the total
-const _: () = assert!(MAX_NODES < 16);
-const TOTAL_KNOWN: u16 = 1 << MAX_NODES;
+const _: () = assert!(MAX_NODES < 128);
+const TOTAL_KNOWN: u128 = 1 << MAX_NODES;
 
 /// One process's access distribution and pending page events.
 #[derive(Debug, Clone)]
@@ -40,11 +40,13 @@ pub struct AccessSampler {
     pub overhead_ns: f64,
     /// Probability mass of the populated pages on each node (changed by `add_mass` only).
     pub(super) mass: [f64; MAX_NODES],
+    /// Nodes that ever held mass are below this one (sums stop there: cost by used nodes).
+    mass_nodes: usize,
     /// `Kernel::mean_access_ns` from each node while `mass` is unchanged, known by bit.
     pub(super) mean_ns: [Cell<f64>; MAX_NODES],
     /// The sum of `mass` while unchanged, known by bit TOTAL_KNOWN.
     mass_total: Cell<f64>,
-    pub(super) mean_known: Cell<u16>,
+    pub(super) mean_known: Cell<u128>,
     /// Accesses made by all threads of the process so far.
     pub counter: f64,
     /// Timed-loop accesses by latency: bucket b holds latencies in [2^b, 2^(b+1)) ns.
@@ -132,7 +134,8 @@ impl AccessSampler {
             write_share,
             overhead_ns,
             mass: [0.0; MAX_NODES],
-            mean_ns: Default::default(),
+            mass_nodes: 0,
+            mean_ns: std::array::from_fn(|_| Cell::new(0.0)),
             mass_total: Cell::new(0.0),
             mean_known: Cell::new(0),
             counter: 0.0,
@@ -258,7 +261,7 @@ impl AccessSampler {
         if known & TOTAL_KNOWN != 0 {
             return self.mass_total.get();
         }
-        let total: f64 = self.mass.iter().sum();
+        let total: f64 = self.mass[..self.mass_nodes].iter().sum();
         self.mass_total.set(total);
         self.mean_known.set(known | TOTAL_KNOWN);
         total
@@ -272,7 +275,7 @@ impl AccessSampler {
         if total <= 0.0 || n <= 0.0 {
             return;
         }
-        for (&mass, &b) in self.mass.iter().zip(buckets) {
+        for (&mass, &b) in self.mass[..self.mass_nodes].iter().zip(buckets) {
             if mass > 0.0 {
                 self.latency_hist[b as usize] += n * mass / total;
             }
@@ -282,6 +285,7 @@ impl AccessSampler {
     /// Add `w` to the probability mass on `node`.
     pub(super) fn add_mass(&mut self, node: usize, w: f64) {
         self.mass[node] += w;
+        self.mass_nodes = self.mass_nodes.max(node + 1);
         self.mean_known.set(0);
     }
 
@@ -350,7 +354,7 @@ mod tests {
         assert_eq!((super::latency_bucket(90.0), super::latency_bucket(145.0), super::latency_bucket(1.0)), (6, 7, 0));
         let mut k = hot_page_kernel("");
         let s = 0;
-        k.samplers[s].mass = [0.0; 8];
+        k.samplers[s].mass = [0.0; crate::topology::MAX_NODES];
         k.samplers[s].add_mass(0, 0.75);
         k.samplers[s].add_mass(1, 0.25);
         k.samplers[s].latency_hist = [0.0; super::LATENCY_BUCKETS];
