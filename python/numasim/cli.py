@@ -92,13 +92,14 @@ def cmd_run(args) -> int:
     if args.json:
         print(result.to_json())
         return cli_reports.warn_incomplete([result])
+    from numasim.result import numa_balancing_label
+
     sc = result.scenario
     m = sc.get("machine", {})
-    k = sc.get("kernel", {})
     workloads = sc.get("workloads") or sc.get("workload") or []
     kinds = ", ".join(w.get("kind", "?") for w in workloads)
     print(f"{kinds} on {m.get('name') or m.get('profile') or 'custom machine'}: "
-          f"numa_balancing={'on' if k.get('numa_balancing') else 'off'}, seed={result.seed}")
+          f"numa_balancing={numa_balancing_label(sc)}, seed={result.seed}")
     if not result.completed:
         print(f"INCOMPLETE: {result.incomplete_message()}")
     print()

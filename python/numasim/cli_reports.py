@@ -266,8 +266,9 @@ def add_parsers(sub, command) -> None:
 
     sp = command(sub, "plot", "plot saved results (PNG and SVG)",
                  "Plot saved results: memory per node over time, the rates of hint faults, "
-                 "migrations, TLB shootdowns and PTE updates, each thread's nodes, and page "
-                 "placement over the address space.",
+                 "migrations, TLB shootdowns and PTE updates, each thread's nodes, page "
+                 "placement over the address space, and, on a machine with memory tiers, "
+                 "memory per tier and the promotion and demotion rates.",
                  "  numasim plot on/ --out img/", cmd_plot)
     sp.add_argument("results", nargs="+", metavar="RESULT", help="a result JSON or a directory of them")
     sp.add_argument("--out", required=True, metavar="DIR", help="directory for the images")

@@ -8,8 +8,12 @@
 - ``tasks``: each thread's preferred node and CPU node over time (``series.tasks``).
 - ``placement``: a heatmap of which node holds each part of a process's address space
   against time (``series.placement``, 64 address ranges).
-The last two are sampled every ``run.placement_interval_ms``; a result without them (an
-older result, or the interval set to 0) skips the plot and says why.
+- ``tiers``: for a machine with more than one memory tier (``sim.memory_tiers``), the memory
+  of all processes per tier over time, and the promotion and demotion rates (MiB/s, from
+  ``pgpromote_*`` and ``pgdemote_*`` in ``series.vmstat``).
+``tasks`` and ``placement`` are sampled every ``run.placement_interval_ms``; a result without
+them (an older result, or the interval set to 0) skips the plot and says why, as does
+``tiers`` for a result with one tier or without ``sim.memory_tiers``.
 """
 
 from __future__ import annotations
@@ -35,8 +39,23 @@ RATES = [
 ]
 
 
+# (vmstat counter, legend, line style) of the tiers plot's rate panel
+TIER_RATES = [
+    ("pgpromote_success", "promoted (pgpromote_success)", "-"),
+    ("pgpromote_candidate", "promotion candidates (pgpromote_candidate)", ":"),
+    ("pgdemote_kswapd", "demoted by kswapd (pgdemote_kswapd)", "-"),
+    ("pgdemote_direct", "demoted in direct reclaim (pgdemote_direct)", "--"),
+]
+MEMTIER_CHUNK_BITS = 7  # include/linux/memory-tiers.h: memory_tierN holds abstract distances N << 7 ..
+
+
 class Skipped(Exception):
     """The result lacks the series a plot needs; ``str()`` says which."""
+
+
+class NotApplicable(Skipped):
+    """The plot does not apply to this result (``tiers`` of a machine with one memory tier):
+    ``plot_result`` reports it as skipped, the HTML report leaves it out silently."""
 
 
 def _title(result) -> str:
@@ -45,7 +64,9 @@ def _title(result) -> str:
     k = result.scenario.get("kernel", {})
     m = result.scenario.get("machine", {})
     machine = m.get("name") or m.get("profile") or "custom machine"
-    bal = "on" if k.get("numa_balancing") else "off"
+    from numasim.result import numa_balancing_label
+
+    bal = numa_balancing_label(result.scenario)
     mark = "" if result.completed else " [INCOMPLETE: stopped at run.max_sim_s]"
     return f"{test_label(result)} on {machine}, numa_balancing={bal}, seed={result.seed}{mark}"
 
@@ -83,14 +104,19 @@ def memory_figure(result):
     return fig
 
 
-def rate_frame(result, max_points: int | None = None):
-    """DataFrame of per-second rates (RATES counters) over each sample interval, indexed by
-    the interval's end time. With ``max_points``, a long series is averaged over windows of
-    several sample intervals (every k-th sample and the last), at most that many."""
+def rate_frame(result, max_points: int | None = None, counters=None):
+    """DataFrame of per-second rates (``counters``, by default the RATES counters) over each
+    sample interval, indexed by the interval's end time. With ``max_points``, a long series is
+    averaged over windows of several sample intervals (every k-th sample and the last), at
+    most that many."""
     vm = result.vmstat
-    cols = [c for c, _ in RATES if c in vm.columns]
-    if len(vm) < 2 or not cols:
+    if counters is None:
+        counters = [c for c, _ in RATES]
+    cols = [c for c in counters if c in vm.columns]
+    if len(vm) < 2:
         raise Skipped("series.vmstat has fewer than two samples")
+    if not cols:
+        raise Skipped(f"series.vmstat has none of {', '.join(counters)}")
     if max_points and len(vm) - 1 > max_points:
         k = -(-(len(vm) - 1) // max_points)
         keep = list(range(0, len(vm), k))
@@ -219,6 +245,129 @@ def placement_figure(result):
     return fig
 
 
+def memory_tiers(result) -> list:
+    """The result's memory tiers, fastest first: a list of dicts with ``tier`` (memory_tierN's
+    N: the abstract distance >> 7; None for 5.15-6.0, which split the nodes by node_is_toptier
+    only), ``nodes``, ``toptier`` (node_is_toptier), ``memory_type`` (``DRAM``, ``kmem``),
+    ``label`` and ``capacity_pages``. Raises Skipped without ``sim.memory_tiers`` (results of
+    older engines)."""
+    mt = result.sim.get("memory_tiers")
+    if not mt or not mt.get("adistance"):
+        raise Skipped("this result has no sim.memory_tiers (results from before the engine "
+                      "recorded memory tiers)")
+    adist = [int(a) for a in mt["adistance"]]
+    top = [bool(t) for t in mt.get("toptier") or [True] * len(adist)]
+    # 5.15-6.0: every node has the DRAM distance and only node_is_toptier (a node with CPUs)
+    # separates the top tier from the nodes it demotes to
+    flat = len(set(adist)) == 1 and not all(top)
+    groups: dict = {}
+    for node, (a, t) in enumerate(zip(adist, top)):
+        key = (not t, 0) if flat else (a >> MEMTIER_CHUNK_BITS, not t)
+        groups.setdefault(key, []).append(node)
+    machine = result.scenario.get("machine", {})
+    types = machine.get("memory_type") or ["dram"] * len(adist)  # left out when all DRAM
+    node_pages = (machine.get("topology") or {}).get("node_pages") or []
+    tiers = []
+    for key in sorted(groups):
+        nodes = groups[key]
+        kinds = sorted({str(types[n]) for n in nodes if n < len(types)})
+        kind = "/".join(k.upper() if k == "dram" else k for k in kinds)
+        where = f"node{'s' if len(nodes) > 1 else ''} {','.join(map(str, nodes))}"
+        if flat:
+            name = "top tier" if top[nodes[0]] else "lower tier"
+        else:
+            name = f"tier {adist[nodes[0]] >> MEMTIER_CHUNK_BITS}"
+        tiers.append({
+            "tier": None if flat else adist[nodes[0]] >> MEMTIER_CHUNK_BITS,
+            "nodes": nodes,
+            "toptier": top[nodes[0]],
+            "memory_type": kind,
+            "label": f"{name} ({where})" + (f" {kind}" if kind else ""),
+            "capacity_pages": sum(int(node_pages[n]) for n in nodes) if len(node_pages) == len(adist)
+            else None,
+        })
+    return tiers
+
+
+def tier_memory_frame(result, tiers=None):
+    """Rows: time_s; one column per tier (its label): resident pages of all processes on the
+    tier's nodes, from ``series.memory``."""
+    tiers = tiers if tiers is not None else memory_tiers(result)
+    m = result.memory
+    if m.empty:
+        raise Skipped("series.memory is empty")
+    per_node = m.pivot_table(index="time_s", columns="node", values="pages", aggfunc="sum", fill_value=0)
+    nodes = sorted({n for t in tiers for n in t["nodes"]} | {int(n) for n in per_node.columns})
+    per_node = per_node.reindex(columns=nodes, fill_value=0)
+    import pandas as pd
+
+    return pd.DataFrame({t["label"]: per_node[t["nodes"]].sum(axis=1) for t in tiers}, index=per_node.index)
+
+
+def tiers_figure(result):
+    """Two panels for a machine with more than one memory tier: each tier's resident GiB (all
+    processes) over time, with its capacity; promotion (up) and demotion (down) rates in
+    MiB/s, from the differences of the cumulative pgpromote_* and pgdemote_* counters."""
+    import textwrap
+
+    tiers = memory_tiers(result)
+    if len(tiers) < 2:
+        t = tiers[0]
+        what = ", ".join(x for x in (f"nodes {','.join(map(str, t['nodes']))}", t["memory_type"]) if x)
+        raise NotApplicable(f"one memory tier ({what}): nothing is promoted or demoted")
+    mem = tier_memory_frame(result, tiers)
+    rates = rate_frame(result, max_points=MAX_RATE_POINTS, counters=[c for c, _, _ in TIER_RATES])
+    fig, axes = plt.subplots(2, 1, figsize=(9, 7.5), sharex=True, squeeze=False)
+    colors = plt.get_cmap("tab10").colors
+    gib = 4096 / (1 << 30)
+
+    ax = axes[0, 0]
+    t = mem.index.to_numpy(dtype=float)
+    top = max(float(mem.to_numpy().max()) * gib, 1e-3) * 1.2
+    for i, tier in enumerate(tiers):
+        c = colors[i % len(colors)]
+        cap = tier["capacity_pages"] * gib if tier["capacity_pages"] else None
+        label = tier["label"] + (f", {cap:.4g} GiB" if cap else "")
+        ax.plot(t, mem[tier["label"]].to_numpy() * gib, color=c, drawstyle="steps-post", label=label)
+        if cap and cap <= top * 1.1:  # a much larger capacity would squash the lines
+            ax.axhline(cap, color=c, linestyle="--", linewidth=0.8, alpha=0.7)
+            top = max(top, cap * 1.05)
+    ax.set_ylim(0, top)
+    ax.set_ylabel("GiB resident (all processes)", fontsize=9)
+    ax.set_title("memory per tier (dashed: a tier's capacity, where in range)", fontsize=9, loc="left")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+
+    ax = axes[1, 0]
+    mib = 4096 / (1 << 20)
+    rt = rates.index.to_numpy(dtype=float)
+    peak = 0.0
+    for counter, label, style in TIER_RATES:
+        if counter not in rates.columns:
+            continue
+        y = rates[counter].to_numpy() * mib
+        if counter == "pgdemote_direct" and not y.any():
+            continue  # direct demotion is rare: no empty legend entry
+        up = counter.startswith("pgpromote")
+        peak = max(peak, float(y.max()) if len(y) and up else 0.0)
+        ax.plot(rt, y if up else -y, drawstyle="steps-pre", linestyle=style,
+                color=colors[2] if up else colors[3], linewidth=1.0 if style == ":" else 1.4, label=label)
+    limit = (result.scenario.get("kernel", {}).get("tiering") or {}).get("promote_rate_limit_mbps")
+    if limit and 0 < limit <= 1.5 * max(peak, 1.0):
+        ax.axhline(limit, color="grey", linestyle="-.", linewidth=0.8,
+                   label=f"promote rate limit ({limit} MB/s)")
+    ax.axhline(0, color="black", linewidth=0.6)
+    ax.set_ylabel("MiB/s (promotion > 0, demotion < 0)", fontsize=9)
+    ax.set_title("promotion and demotion", fontsize=9, loc="left")
+    ax.grid(True, alpha=0.3)
+    if ax.get_lines():
+        ax.legend(fontsize=8, loc="best")
+    axes[-1, 0].set_xlabel("simulated time (s)")
+    fig.suptitle(textwrap.fill(f"memory tiers: {_title(result)}", 110), fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
 # ---------------------------------------------------------------- files
 
 PLOTS = {
@@ -226,6 +375,7 @@ PLOTS = {
     "rates": lambda r: rates_figure({"": r}),
     "tasks": tasks_figure,
     "placement": placement_figure,
+    "tiers": tiers_figure,
 }
 
 

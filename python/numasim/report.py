@@ -159,9 +159,11 @@ def build_html(columns: list, baseline: str | None = None, title: str | None = N
             skipped.setdefault("rates", str(exc))
         for name, r in firsts.items():
             for kind, make in (("memory", plot.memory_figure), ("tasks", plot.tasks_figure),
-                               ("placement", plot.placement_figure)):
+                               ("placement", plot.placement_figure), ("tiers", plot.tiers_figure)):
                 try:
                     parts.append(_figure(make(r), f"{t}, {name}: {kind} (seed {r.seed})"))
+                except plot.NotApplicable:
+                    pass  # tiers of a one-tier machine: nothing missing, nothing to say
                 except plot.Skipped as exc:
                     skipped.setdefault(kind, str(exc))
     if skipped:

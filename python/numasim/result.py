@@ -284,3 +284,13 @@ def node_capacity_pages(scenario: dict) -> list:
     if not isinstance(per, list):
         per = [per] * int(nodes)
     return [int(g * GIB // PAGE_SIZE) for g in per]
+
+
+def numa_balancing_label(scenario: dict) -> str:
+    """sysctl kernel.numa_balancing as a title says it: ``off``, ``on`` (NUMA_BALANCING_NORMAL),
+    ``2 (tiering)`` (NUMA_BALANCING_MEMORY_TIERING) or ``3 (normal+tiering)``."""
+    k = scenario.get("kernel", {})
+    if not k.get("numa_balancing"):
+        return "off"
+    mode = (k.get("tiering") or {}).get("mode", 1)
+    return {2: "2 (tiering)", 3: "3 (normal+tiering)"}.get(mode, "on")
