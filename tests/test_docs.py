@@ -65,7 +65,7 @@ SKIPPED = {
                            "numasim validate migratepages-4k", "numasim validate two-processes-4k",
                            "numasim validate two-processes-4k", "numasim calibrate --kernel",
                            "numasim validate two-processes-4k", "numasim validate two-processes-4k",
-                           "numasim hostrun my.toml", "make test-vm"],
+                           "numasim validate tiering-promote-4k", "numasim hostrun my.toml", "make test-vm"],
     "docs/fuzzing.md": ["make fuzz"],
     "docs/sweeps.md": ["pip install 'numasim[sweep]'", "dask scheduler --port", "dask worker tcp://head:8786",
                        "numasim sweep knobs.toml", "python slurm_sweep.py"],

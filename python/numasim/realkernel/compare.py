@@ -8,7 +8,7 @@ series) and, for migrate_pages/move_pages drivers, per-call quantities.
 
 from __future__ import annotations
 
-from numasim.realkernel import pacing
+from numasim.realkernel import pacing, tiering
 
 TOLERANCE = 0.25
 # times are checked (±30%) only where the simulation ran with the VM's measured costs
@@ -20,7 +20,10 @@ TOTALS = [
     "numa_pte_updates", "numa_huge_pte_updates", "numa_hint_faults", "numa_hint_faults_local",
     "numa_pages_migrated", "pgmigrate_success", "thp_migration_success", "nr_tlb_remote_flush",
     "nr_tlb_remote_flush_received", "pgfault",
+    "pgpromote_success", "pgpromote_candidate", "pgdemote_kswapd", "pgdemote_direct",
 ]
+# memory tiering (numa_balancing 2, 3): what is checked instead of the scan windows
+TIERING_CHECKED = ["pgpromote_success", "pgdemote_kswapd", "hot_fast_share_end", "memory_tiers"]
 
 
 MIN_WINDOW_PTES = 256  # 1 MiB: smaller bursts are scans of the stack and heap only
@@ -86,14 +89,24 @@ def metrics(result) -> dict:
         measured = [x for x in result.raw.get("syscalls") or [] if not (isinstance(x.get("ret"), int) and x["ret"] < 0)]
         if measured:  # the VM measures each call on its own, without the rest of the run
             m["tlb_ipis_per_call_measured"] = sum(x.get("tlb_irq", 0) for x in measured) / len(measured)
+    if tiering_mode(result):
+        m.update(tiering.metrics(result))
     m["elapsed_s"] = result.elapsed_s
     m["system_s"] = result.times.get("system_s")
     m["user_s"] = result.times.get("user_s")
     return m
 
 
-# the acceptance metrics: per-window where the run has windows, else totals
+def tiering_mode(result) -> bool:
+    """The scenario ran kernel.numa_balancing 2 or 3 (memory tiering)."""
+    return bool(int(((result.scenario.get("kernel") or {}).get("tiering") or {}).get("mode", 0)) & 2)
+
+
+# the acceptance metrics: per-window where the run has windows, else totals; in tiering runs
+# promotions, demotions, the hot set's share of fast memory at the end and the tiers
 def checked_metrics(vm_m: dict) -> list:
+    if "memory_tiers" in vm_m:
+        return [k for k in TIERING_CHECKED if k in vm_m]
     names = []
     if vm_m.get("scan_windows"):
         names += ["numa_pte_updates_per_window", "numa_hint_faults_per_window"]

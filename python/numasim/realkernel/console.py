@@ -18,7 +18,7 @@ PREFIX = "@nsw "
 _KV = re.compile(r"(\S+?)=(\S*)")
 
 # event counters a result carries (their deltas over the run); gauges are left out
-EVENT_PREFIXES = ("numa_", "pgmigrate_", "thp_", "nr_tlb_", "pgalloc_", "compact_")
+EVENT_PREFIXES = ("numa_", "pgmigrate_", "thp_", "nr_tlb_", "pgalloc_", "compact_", "pgpromote_", "pgdemote_")
 EVENT_NAMES = {"pgfault", "pgmajfault", "pgfree", "pgsteal_kswapd", "pgscan_kswapd"}
 GAUGES = {"numa_hint_faults_local_pct"}
 
@@ -54,7 +54,7 @@ def parse_console(text: str) -> dict:
            "samples": [], "irq": [], "mem": [], "starts": {}, "exits": {}, "calls": [],
            "workload_lines": [], "errors": [], "warnings": [], "timeout": None, "end": None,
            "panic": None, "done": None, "skipped": 0, "tasks": [], "trace": [], "skipvma": {}, "vmas": [],
-           "tracecount": {}, "calibration": {}}
+           "tracecount": {}, "calibration": {}, "tiers": {}, "demotion": {}, "nodefree": [], "place": [], "reserve": []}
     for raw in text.splitlines():
         line = raw.rstrip("\r")
         if out["panic"] is None and ("Kernel panic" in line or "BUG: kernel NULL" in line):
@@ -110,6 +110,25 @@ def parse_console(text: str) -> dict:
                 out["skipped"] += 1
                 continue
             out["trace"].append(f)
+        elif tag == "tier":  # a memory tier of the guest and its nodes (sysfs nodelist)
+            out["tiers"][int(f["id"])] = node_list(str(f.get("nodes", "")))
+        elif tag == "demotion":  # "Demotion targets for Node N" of the boot log (the last one wins)
+            out["demotion"][int(f["node"])] = {"preferred": node_list(str(f.get("preferred", ""))),
+                                               "fallback": node_list(str(f.get("fallback", "")))}
+        elif tag == "reserve":  # a node's free memory made the scenario's (tiering runs)
+            out["reserve"].append(f)
+        elif tag == "nodefree":
+            try:
+                out["nodefree"].append((float(f["t"]), [int(x) for x in str(f["kb"]).split(",")]))
+            except (KeyError, ValueError):
+                out["skipped"] += 1
+        elif tag == "place":
+            per = {int(k[1:]): v for k, v in f.items() if re.fullmatch(r"n\d+", k)}
+            try:
+                per = {n: [int(x) for x in str(v).split(",")] for n, v in per.items()}
+                out["place"].append({"t": float(f["t"]), "w": int(f["w"]), "pid": int(f["pid"]), "nodes": per})
+            except (KeyError, ValueError):
+                out["skipped"] += 1
         elif tag == "vma":
             out["vmas"].append(f)
         elif tag in ("sd", "llc"):
@@ -135,6 +154,64 @@ def parse_console(text: str) -> dict:
         else:
             out["skipped"] += 1
     return out
+
+
+def node_list(text: str) -> list:
+    """A kernel node list ("0-1,3"; "-" or "" for none) as a list of ints."""
+    nodes = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part or part == "-":
+            continue
+        a, _, b = part.partition("-")
+        nodes += list(range(int(a), int(b or a) + 1))
+    return nodes
+
+
+def memory_tiers(p: dict, scenario: dict) -> dict | None:
+    """The guest's memory tiers in the simulator's terms (result.sim.memory_tiers): per node
+    its tier id (memory_tierN: N = abstract distance >> 7), whether it is top tier (its tier is
+    no slower than the slowest tier holding CPUs: node_is_toptier) and its preferred demotion
+    targets; None when the guest printed no tiers (before 6.1, or no sysfs)."""
+    if not p.get("tiers"):
+        return None
+    topo = (scenario.get("machine") or {}).get("topology") or {}
+    n = int(topo.get("nr_nodes") or 1 + max(x for ns in p["tiers"].values() for x in ns))
+    tier = [None] * n
+    for tid, nodes in p["tiers"].items():
+        for x in nodes:
+            if 0 <= x < n:
+                tier[x] = tid
+    cpu_nodes = [i for i, c in enumerate(topo.get("node_cpus") or [[0]] * n) if c]
+    top = max((tier[i] for i in cpu_nodes if tier[i] is not None), default=None)
+    return {"tier": tier,
+            "toptier": [t is None or top is None or t <= top for t in tier],
+            "demotion": [p["demotion"].get(i, {}).get("preferred", []) for i in range(n)],
+            "demotion_fallback": [p["demotion"].get(i, {}).get("fallback", []) for i in range(n)]}
+
+
+def placement_series(p: dict) -> tuple:
+    """series.placement (time_s, pid, bucket, node, pages; the non-empty cells, as the
+    simulator) from the runner's `place` lines, and {pid: workload index}."""
+    cols = {"time_s": [], "pid": [], "bucket": [], "node": [], "pages": []}
+    owner = {}
+    for r in p.get("place", []):
+        owner[str(r["pid"])] = r["w"]
+        for node, counts in sorted(r["nodes"].items()):
+            for b, pages in enumerate(counts):
+                if pages > 0:
+                    cols["time_s"].append(round(r["t"], 6))
+                    cols["pid"].append(r["pid"])
+                    cols["bucket"].append(b)
+                    cols["node"].append(node)
+                    cols["pages"].append(pages)
+    cols["buckets"] = max((len(c) for r in p.get("place", []) for c in r["nodes"].values()), default=64)
+    return cols, owner
+
+
+def missing_settings(warnings: list) -> list:
+    """The settings the guest kernel lacks (the init script's `warn missing=PATH`)."""
+    return [w.split("=", 1)[1] for w in warnings if w.startswith("missing=")]
 
 
 def is_event_counter(name: str) -> bool:
@@ -242,13 +319,33 @@ def build_result(p: dict, scenario: dict, source: dict, seed=None) -> Result:
         last[int(r["tid"])] = r
     tasks = [{"pid": tid, "tgid": int(r["pid"]), "node": int(r["node"]), "preferred_nid": r.get("pref"),
               "numa_pages_migrated": r.get("migrated")} for tid, r in sorted(last.items())]
+    placement, placement_owner = placement_series(p)
+    node_free = {"time_s": [], "node": [], "kib": []}
+    for t, kbs in p.get("nodefree", []):
+        for node, kb in enumerate(kbs):
+            node_free["time_s"].append(round(t, 6))
+            node_free["node"].append(node)
+            node_free["kib"].append(kb)
+    if p.get("reserve"):  # the guest kernel's own memory per node, and what the run started with
+        source = {**source, "guest_reserve": p["reserve"]}
+        short = [r for r in p["reserve"] if r.get("free_after_kb", 0) < r.get("want_kb", 0) - 4096]
+        if short:
+            source = {**source, "warnings": list(source.get("warnings", [])) + [
+                f"node {r.get('node')} started with {r.get('free_after_kb', 0) // 1024} MiB free, "
+                f"the scenario's node has {r.get('want_kb', 0) // 1024} MiB" for r in short]}
+    missing = missing_settings(p.get("warnings", []))
+    if missing:  # written by the init script and absent from this kernel: named, not dropped
+        source = {**source, "missing_settings": missing}
     raw = {
         "source": source,
+        "memory_tiers": memory_tiers(p, scenario),
+        "placement_workload": placement_owner,
         "tasks": tasks,
         "completed": bool(p["end"].get("completed", 1)) and p["timeout"] is None,
         "counters": counters,
         "times": {"elapsed_s": elapsed, "system_s": system, "user_s": user},
-        "series": {"vmstat": series, "memory": memory, "tasks": tasks_series, "scan_seq": scan_seq},
+        "series": {"vmstat": series, "memory": memory, "tasks": tasks_series, "scan_seq": scan_seq,
+                   "placement": placement, "node_free": node_free},
         "numa_events": numa_events(p, scenario),
         "skip_vma": p.get("skipvma", {}),
         "vmas": p.get("vmas", []),

@@ -1,7 +1,7 @@
 """The host runner: a scenario's workloads on this machine's own kernel (a real NUMA host).
 
-It applies the scenario's kernel settings (kernel.numa_balancing, the scan tunables, THP)
-when it may (root), runs `numaw run` with the scenario's workloads, which snapshots
+It applies the scenario's kernel settings (kernel.numa_balancing, the scan tunables, the
+tiering sysctls, THP) when it may (root), runs `numaw run` with the scenario's workloads, which snapshots
 /proc/vmstat, the /proc/interrupts TLB line and each process's numa_maps over time, and
 writes the simulator's result format (source = {"kind": "host", ...}). It refuses a
 single-node host: there is nothing to balance.
@@ -61,6 +61,9 @@ def _settings_files(settings: dict) -> dict:
     for k in ("scan_delay_ms", "scan_period_min_ms", "scan_period_max_ms", "scan_size_mb"):
         p = scan / k if scan.is_dir() else Path(f"/proc/sys/kernel/numa_balancing_{k}")
         files[str(p)] = str(settings[k])
+    for name, value in settings.get("tiering", {}).items():
+        paths = specmod.TIERING_PATHS[name]
+        files[next((p for p in paths if Path(p).exists()), paths[0])] = str(value)
     for kb, v in settings.get("mthp", {}).items():
         p = Path(f"/sys/kernel/mm/transparent_hugepage/hugepages-{kb}kB/enabled")
         if p.exists():
@@ -130,7 +133,8 @@ def run_host(resolved: dict, *, numaw: Path | None = None, apply: bool = True, t
             t0 = time.monotonic()
             try:
                 p = subprocess.run([str(exe), "run", str(spec), f"interval_ms={interval}", f"mem_ms={mem_ms}",
-                                    f"maps_ms={maps_ms}", f"max_s={max_s:.1f}"],
+                                    f"maps_ms={maps_ms}", f"place_ms={specmod.place_interval(resolved, mem_ms)}",
+                                    f"max_s={max_s:.1f}"],
                                    capture_output=True, text=True, timeout=timeout_s or max_s + 60)
             except subprocess.TimeoutExpired:
                 raise RealKernelError(f"the host run did not finish within {timeout_s or max_s + 60:.0f} s") from None

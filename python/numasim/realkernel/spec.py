@@ -51,41 +51,114 @@ def workload_lines(resolved: dict) -> list:
     return lines
 
 
+# the tiering sysctls: scenario key in kernel.tiering -> (guest name, the kernel's default)
+TIERING_SYSCTLS = {
+    "promote_rate_limit_mbps": ("promote_rate_limit_MBps", 65536),
+    "hot_threshold_ms": ("hot_threshold_ms", 1000),
+    "demotion_enabled": ("demotion_enabled", False),
+    "watermark_scale_factor": ("watermark_scale_factor", 10),
+}
+
+
+# where a guest or host kernel has each tiering setting (the first path that exists; the hot
+# threshold is in debugfs from 6.1, a sysctl in some later trees)
+TIERING_PATHS = {
+    "promote_rate_limit_MBps": ["/proc/sys/kernel/numa_balancing_promote_rate_limit_MBps"],
+    "hot_threshold_ms": ["/sys/kernel/debug/sched/numa_balancing/hot_threshold_ms",
+                         "/proc/sys/kernel/numa_balancing_hot_threshold_ms"],
+    "demotion_enabled": ["/sys/kernel/mm/numa/demotion_enabled"],
+    "watermark_scale_factor": ["/proc/sys/vm/watermark_scale_factor"],
+}
+
+
+def balancing_mode(kernel: dict) -> int:
+    """kernel.numa_balancing as the sysctl's bits (0-3): the resolved scenario keeps the mode
+    in kernel.tiering.mode (2 and 3 are memory tiering); a bare bool is 0 or 1."""
+    tiering = kernel.get("tiering") or {}
+    if "mode" in tiering:
+        return int(tiering["mode"])
+    nb = kernel.get("numa_balancing", True)
+    return int(nb) if not isinstance(nb, bool) else (1 if nb else 0)
+
+
+def tiering_settings(kernel: dict) -> dict:
+    """The tiering sysctls the guest is given (guest name -> value): all of them in tiering
+    mode (numa_balancing 2 or 3), else only those the scenario moved off the kernel's default
+    (a VM of a normal-balancing scenario keeps the kernel's own)."""
+    tiering = kernel.get("tiering") or {}
+    tiered = balancing_mode(kernel) & 2
+    out = {}
+    for key, (name, default) in TIERING_SYSCTLS.items():
+        if key in tiering and (tiered or tiering[key] != default):
+            v = tiering[key]
+            out[name] = int(v) if isinstance(v, bool) else v
+    return out
+
+
 def kernel_settings(resolved: dict) -> dict:
-    """The guest settings: sysctl kernel.numa_balancing, the scan tunables, THP."""
+    """The guest settings: sysctl kernel.numa_balancing (its bits: 2 and 3 are memory tiering),
+    the scan tunables, the tiering sysctls, THP."""
     k = resolved["kernel"]
     sc = k.get("sysctl", {})
     thp = k.get("thp", {})
     sizes = thp.get("sizes") or []
     mthp = {THP_SIZES_KB[i]: s for i, s in enumerate(sizes) if i >= 2 and i < len(THP_SIZES_KB)}
     return {
-        "numa_balancing": 1 if k.get("numa_balancing", True) else 0,
+        "numa_balancing": balancing_mode(k),
         "scan_delay_ms": sc.get("numa_balancing_scan_delay_ms", 1000),
         "scan_period_min_ms": sc.get("numa_balancing_scan_period_min_ms", 1000),
         "scan_period_max_ms": sc.get("numa_balancing_scan_period_max_ms", 60000),
         "scan_size_mb": sc.get("numa_balancing_scan_size_mb", 256),
+        "tiering": tiering_settings(k),
         "thp_enabled": thp.get("enabled", "never"),
         "mthp": mthp,
         "hz": k.get("hz", 250),
     }
 
 
+def _nearest_cpu_node(node: int, cpu_nodes: list, distance: list) -> int:
+    """The CPU node nearest to a memory-only node (SLIT distance; the lowest id on a tie): its
+    HMAT initiator, as the simulator takes its latency from it."""
+    return min(cpu_nodes, key=lambda c: (distance[c][node], c))
+
+
 def topology(resolved: dict) -> dict:
-    """Nodes, CPUs and memory of the machine, for -numa options (uniform CPUs per node)."""
-    topo = resolved["machine"]["topology"]
+    """Nodes, CPUs and memory of the machine, for -numa options: the nodes with CPUs have the
+    same number each, numbered node by node; a node with no CPUs is memory only (its HMAT
+    initiator is its nearest CPU node). With machine.hmat, `hmat` holds the latency (ns) from
+    every CPU node to every node and each node's bandwidth (GiB/s) of the cost profile."""
+    machine = resolved["machine"]
+    topo = machine["topology"]
     node_cpus = topo["node_cpus"]
     n = topo["nr_nodes"]
-    counts = {len(c) for c in node_cpus}
+    cpu_nodes = [i for i, c in enumerate(node_cpus) if c]
+    counts = {len(node_cpus[i]) for i in cpu_nodes}
     if len(counts) != 1:
-        raise RealKernelError("the VM needs the same number of CPUs on every node", loc="machine.cpus_per_node")
+        raise RealKernelError("the VM needs the same number of CPUs on every node that has CPUs",
+                              loc="machine.cpus_per_node")
     per = counts.pop()
     smt = int(topo.get("smt", 1))
-    for node, cpus in enumerate(node_cpus):
-        if cpus != list(range(node * per, (node + 1) * per)):
+    for k, node in enumerate(cpu_nodes):
+        if node_cpus[node] != list(range(k * per, (k + 1) * per)):
             raise RealKernelError("the VM numbers CPUs node by node; this topology interleaves them",
                                   loc="machine.topology")
+    types = machine.get("memory_type") or []
+    if isinstance(types, str):
+        types = [types] * n
+    kmem = [i for i, t in enumerate(types) if t == "kmem"]
+    if kmem:
+        raise RealKernelError(f"node {kmem[0]} is kmem (dax/kmem device memory): the VM has no device-dax memory "
+                              "to online; describe the slow node as memory_type \"dram\" with machine.hmat = true",
+                              loc="machine.memory_type")
     mem_mib = [int(p) * 4096 // (1 << 20) for p in topo["node_pages"]]
-    return {"nodes": n, "cpus_per_node": per, "smt": smt, "mem_mib": mem_mib, "distance": topo["distance"]}
+    out = {"nodes": n, "cpus_per_node": per, "smt": smt, "mem_mib": mem_mib, "distance": topo["distance"]}
+    if len(cpu_nodes) < n:
+        out["cpu_nodes"] = cpu_nodes
+        out["initiator"] = {i: _nearest_cpu_node(i, cpu_nodes, topo["distance"]) for i in range(n) if i not in cpu_nodes}
+    if machine.get("hmat"):
+        cost = machine["cost"]
+        out["hmat"] = {"latency_ns": cost["latency_ns"], "bandwidth_gibps": cost["node_bandwidth_gibps"]}
+    return out
 
 
 def sample_intervals(resolved: dict, floor_ms: int = 50) -> tuple:
@@ -100,3 +173,37 @@ def sample_intervals(resolved: dict, floor_ms: int = 50) -> tuple:
     mem = max(int(run.get("placement_interval_ms", 1000)) or 1000, interval)
     maps = max(int(run.get("numa_maps_interval_ms") or mem), mem)
     return interval, mem, maps
+
+
+def place_interval(resolved: dict, mem_ms: int) -> int:
+    """How often the runner maps where each process's buffers are (`place` lines, the
+    simulator's series.placement; 0: never): in tiering runs (kernel.numa_balancing 2, 3) at
+    the placement interval, as the hot set's share of the fast tier is read from them. It calls
+    move_pages(2) on every page of the buffers, a CPU the workload loses, so it is off otherwise."""
+    if not balancing_mode(resolved["kernel"]) & 2:
+        return 0
+    return max(int(resolved.get("run", {}).get("placement_interval_ms", 1000)) or 1000, mem_ms)
+
+
+# Room for what the guest kernel itself holds on a node when the run starts (its image, struct
+# pages, the initramfs, the trace buffers), which the simulator does not have: it starts with
+# every page free. Measured with the init script's `reserve` line (docs/realkernel.md, "Memory
+# tiering"): 73-102 MiB of the boot node, 14-63 MiB of the other, by release and boot.
+GUEST_MIB = {"boot": 128, "cpu": 96, "memory_only": 96}
+
+
+def guest_memory(topo: dict, resolved: dict) -> dict:
+    """In tiering runs the free memory of each node decides promotion (watermarks) and
+    demotion, so the VM's node is the scenario's plus room for the guest kernel (GUEST_MIB),
+    and the init script takes back what is free beyond the scenario's node size as 2 MiB
+    huge pages (the hugetlb pool, which reclaim leaves alone): every node starts with the
+    scenario's memory free. Adds "vm_mib" (the QEMU node sizes) and "free_mib" (the
+    target) to a copy of `topo`; other runs are left as they are."""
+    if not balancing_mode(resolved["kernel"]) & 2:
+        return topo
+    cpu_nodes = topo.get("cpu_nodes", list(range(topo["nodes"])))
+    # node 0's memory comes first in the guest's physical map: the kernel image and the
+    # initramfs are there
+    extra = [GUEST_MIB["boot"] if i == 0 else GUEST_MIB["cpu" if i in cpu_nodes else "memory_only"]
+             for i in range(topo["nodes"])]
+    return {**topo, "vm_mib": [m + e for m, e in zip(topo["mem_mib"], extra)], "free_mib": list(topo["mem_mib"])}

@@ -119,8 +119,10 @@ def _vm_result(resolved: dict, kernel: str, out: Path, vm_result, timeout_s, log
     if vm_result and str(vm_result).endswith((".log", ".console")):  # re-read a saved console log
         from numasim.realkernel.console import build_result, parse_console
 
-        vm = build_result(parse_console(Path(vm_result).read_text(errors="replace")), resolved,
-                          {"kind": "qemu", "kernel_choice": kernel, "accel": "tcg", "console": str(vm_result)})
+        parsed = parse_console(Path(vm_result).read_text(errors="replace"))
+        vm = build_result(parsed, resolved, {"kind": "qemu", "kernel": parsed["boot"].get("release"),
+                                             "kernel_choice": kernel, "accel": "tcg", "console": str(vm_result),
+                                             "warnings": parsed["warnings"]})
     elif vm_result:
         from numasim.storage import load_result
 
@@ -137,7 +139,8 @@ def _compare(sim, vm, name: str, kernel: str, out: Path, timed: bool = False) ->
     cmp = cmpmod.compare(sim, vm, timed=timed)
     cmp.update({"scenario": name, "kernel": kernel, "profile": choice(kernel).profile,
                 "vm_kernel": vm.raw.get("source", {}).get("kernel"), "out": str(out),
-                "vm_warnings": vm.raw.get("source", {}).get("warnings", [])})
+                "vm_warnings": vm.raw.get("source", {}).get("warnings", []),
+                "vm_missing_settings": vm.raw.get("source", {}).get("missing_settings", [])})
     (out / "comparison.json").write_text(json.dumps(cmp, indent=1))
     return cmp
 
@@ -178,7 +181,11 @@ def cmd_validate(args) -> int:
                       f"saved in {cmp['out']}")
                 print(cmpmod.table(cmp))
                 for w in cmp.get("vm_warnings", []):
-                    print(f"warning (VM): {w}")
+                    if not w.startswith("missing="):
+                        print(f"warning (VM): {w}")
+                for path in cmp.get("vm_missing_settings", []):
+                    print(f"warning (VM): the guest kernel has no {path}: the scenario's setting was not applied "
+                          "there (the simulation used it)")
                 print()
         if len(cmps) > 1:
             summary = cmpmod.across_boots(cmps)

@@ -73,6 +73,25 @@ for s in $MTHP; do
     [ -e $f ] && put $f ${s#*:}
 done
 put /proc/sys/kernel/numa_balancing $NUMA_BALANCING
+# memory tiering (numa_balancing 2, 3): each setting as "PATH[,PATH...]=VALUE", written to the
+# first path this kernel has (the hot threshold moved from debugfs to a sysctl in later trees)
+for s in $TIERING; do
+    f=
+    for p in $(echo ${s%%=*} | tr , ' '); do [ -z "$f" ] && [ -e $p ] && f=$p; done
+    put ${f:-${s%%,*}} ${s#*=}
+done
+# the memory tiers the kernel built (6.1+) and each node's demotion targets (boot log)
+tiers=0
+for d in /sys/devices/virtual/memory_tiering/memory_tier*; do
+    [ -d $d ] || continue
+    f=$d/nodelist
+    [ -e $f ] || f=$d/nodes
+    echo "@nsw tier id=${d##*memory_tier} nodes=$(cat $f 2>/dev/null)"
+    tiers=$((tiers + 1))
+done
+[ $tiers = 0 ] && [ -n "$TIERING" ] && echo "@nsw warn missing=/sys/devices/virtual/memory_tiering"
+dmesg | sed -n -e 's/.*Demotion targets for Node \([0-9]*\): preferred: \([0-9,-]*\), fallback: \([0-9,-]*\).*/@nsw demotion node=\1 preferred=\2 fallback=\3/p' \
+    -e 's/.*Demotion targets for Node \([0-9]*\): null.*/@nsw demotion node=\1 preferred=- fallback=-/p'
 # NUMA-balancing tracepoints (what the kernel decided): task moves, swaps and refusals, VMA
 # skips (6.7+, counted by reason), scheduler migrations of the workloads' threads and the CPU
 # each new one starts on (sched_wakeup_new: fork and clone placement), and a kprobe
@@ -108,10 +127,21 @@ for c in /sys/devices/system/cpu/cpu[0-9]*; do
     llc=$(ls -d $c/cache/index* 2>/dev/null | tail -1)
     [ -n "$llc" ] && echo "@nsw llc cpu=$n level=$(cat $llc/level) shared=$(cat $llc/shared_cpu_list)"
 done
+# tiering runs: each node's free memory made the scenario's node size (the VM's nodes are
+# bigger by room for the guest kernel; the excess goes to the 2 MiB hugetlb pool)
+for s in $RESERVE; do
+    n=${s%%:*}
+    d=/sys/devices/system/node/node$n
+    want=$((${s#*:} * 1024))
+    free=$(awk '/MemFree/ {print $4}' $d/meminfo)
+    huge=$(((free - want) / 2048))
+    if [ $huge -gt 0 ]; then echo $huge > $d/hugepages/hugepages-2048kB/nr_hugepages; fi
+    echo "@nsw reserve node=$n free_kb=$free want_kb=$want huge_2m=$(cat $d/hugepages/hugepages-2048kB/nr_hugepages 2>/dev/null) free_after_kb=$(awk '/MemFree/ {print $4}' $d/meminfo)"
+done
 # the runner writes to tmpfs while the workload runs, and the console gets it afterwards: a
 # console line costs a vCPU milliseconds under TCG, and a runner still writing when the
 # workload forks changes where the kernel places the fork (docs/realkernel.md)
-/bin/numaw run /scenario.txt interval_ms=$INTERVAL_MS mem_ms=$MEM_MS maps_ms=$MAPS_MS max_s=$MAX_S > /tmp/run.out 2>&1
+/bin/numaw run /scenario.txt interval_ms=$INTERVAL_MS mem_ms=$MEM_MS maps_ms=$MAPS_MS place_ms=$PLACE_MS max_s=$MAX_S > /tmp/run.out 2>&1
 rc=$?
 cat /tmp/run.out
 if [ -d $T/events/sched ]; then
@@ -208,7 +238,7 @@ def trace_filter(spec_lines: list) -> str:
 
 
 def config_text(settings: dict, interval_ms: int, max_s: float, comms: str = "pid == 0", mem_ms: int | None = None,
-                maps_ms: int | None = None, calibrate: bool = False, run: bool = True) -> str:
+                maps_ms: int | None = None, calibrate: bool = False, run: bool = True, place_ms: int = 0) -> str:
     mthp = " ".join(f"{kb}:{v}" for kb, v in sorted(settings.get("mthp", {}).items()))
     lines = {
         "NUMA_BALANCING": settings["numa_balancing"],
@@ -216,11 +246,15 @@ def config_text(settings: dict, interval_ms: int, max_s: float, comms: str = "pi
         "scan_period_min_ms": settings["scan_period_min_ms"],
         "scan_period_max_ms": settings["scan_period_max_ms"],
         "scan_size_mb": settings["scan_size_mb"],
+        "RESERVE": '"' + " ".join(f"{i}:{m}" for i, m in enumerate(settings.get("free_mib", []))) + '"',
+        "TIERING": '"' + " ".join(f"{','.join(specmod.TIERING_PATHS[k])}={v}"
+                                  for k, v in settings.get("tiering", {}).items()) + '"',
         "THP_ENABLED": settings["thp_enabled"],
         "MTHP": f'"{mthp}"',
         "INTERVAL_MS": int(interval_ms),
         "MEM_MS": int(mem_ms or interval_ms),
         "MAPS_MS": int(maps_ms or mem_ms or interval_ms),
+        "PLACE_MS": int(place_ms),
         "MAX_S": f"{max_s:.1f}",
         "WORKLOAD_COMMS": "'" + comms.replace("'", "") + "'",
         "CALIBRATE": int(calibrate),
@@ -232,7 +266,7 @@ def config_text(settings: dict, interval_ms: int, max_s: float, comms: str = "pi
 def build_initramfs(out: Path, spec_lines: list, settings: dict, interval_ms: int = 100,
                     max_s: float = 300.0, numaw: Path | None = None, busybox: Path | None = None,
                     mem_ms: int | None = None, maps_ms: int | None = None, calibrate: bool = False,
-                    run: bool = True) -> Path:
+                    run: bool = True, place_ms: int = 0) -> Path:
     """Write a gzip'd newc cpio with /init, /config, /scenario.txt, /bin/busybox, /bin/numaw
     (the archive is made by `busybox cpio`: the host needs no cpio)."""
     numaw = numaw or numaw_path()
@@ -247,7 +281,7 @@ def build_initramfs(out: Path, spec_lines: list, settings: dict, interval_ms: in
         (root / "init").write_text(INIT)
         (root / "init").chmod(0o755)
         (root / "config").write_text(config_text(settings, interval_ms, max_s, trace_filter(spec_lines), mem_ms, maps_ms,
-                                                   calibrate, run))
+                                                   calibrate, run, place_ms))
         (root / "scenario.txt").write_text("\n".join(spec_lines) + "\n")
         names = []
         for dirpath, dirnames, filenames in os.walk(root):
@@ -266,28 +300,63 @@ def build_initramfs(out: Path, spec_lines: list, settings: dict, interval_ms: in
     return out
 
 
+def hmat_options(topo: dict) -> list:
+    """-numa hmat-lb entries (ACPI HMAT) from the scenario's cost profile: for every initiator
+    (node with CPUs) and every memory node, the access latency (ns, latency_ns[cpu][mem]) and
+    bandwidth (MiB/s, the memory node's node_bandwidth_gibps). The kernel needs both for the
+    first DRAM node too: without a reference it keeps every node at the DRAM distance."""
+    lat, bw = topo["hmat"]["latency_ns"], topo["hmat"]["bandwidth_gibps"]
+    cmd = []
+    for i in topo.get("cpu_nodes", range(topo["nodes"])):
+        for j in range(topo["nodes"]):
+            base = f"hmat-lb,initiator={i},target={j},hierarchy=memory"
+            cmd += ["-numa", f"{base},data-type=access-latency,latency={max(1, round(lat[i][j]))}",
+                    "-numa", f"{base},data-type=access-bandwidth,bandwidth={max(1, round(bw[j] * 1024))}M"]
+    return cmd
+
+
 def qemu_command(topo: dict, kernel: Path, initrd: Path, append: str = "") -> list:
-    """qemu-system-x86_64 with one NUMA node per scenario node: CPUs, memory and distances."""
+    """qemu-system-x86_64 with one NUMA node per scenario node: CPUs, memory and distances. A
+    node without CPUs is memory only; with machine.hmat the machine gets an HMAT (hmat=on, each
+    memory-only node's initiator its nearest CPU node, hmat-lb latencies and bandwidths)."""
     n, per, smt = topo["nodes"], topo["cpus_per_node"], topo["smt"]
-    total = sum(topo["mem_mib"])
+    cpu_nodes = topo.get("cpu_nodes", list(range(n)))
+    initiator = topo.get("initiator", {})
+    hmat = "hmat" in topo
+    mem_mib = topo.get("vm_mib", topo["mem_mib"])
+    total = sum(mem_mib)
     cmd = [QEMU, "-accel", "tcg,thread=multi", "-cpu", "max", "-m", f"{total}M",
-           "-smp", f"{n * per},sockets={n},cores={per // smt},threads={smt}",
+           "-smp", f"{len(cpu_nodes) * per},sockets={len(cpu_nodes)},cores={per // smt},threads={smt}",
            "-nodefaults", "-no-user-config", "-display", "none", "-serial", "stdio", "-monitor", "none",
            "-net", "none", "-no-reboot"]
-    for i, mib in enumerate(topo["mem_mib"]):
-        cmd += ["-object", f"memory-backend-ram,id=m{i},size={mib}M",
-                "-numa", f"node,nodeid={i},memdev=m{i}"]
-    for i in range(n):
-        cmd += ["-numa", f"cpu,node-id={i},socket-id={i}"]
+    if hmat:
+        cmd += ["-machine", "hmat=on"]
+    for i, mib in enumerate(mem_mib):
+        node = f"node,nodeid={i},memdev=m{i}"
+        if hmat and i in initiator:
+            node += f",initiator={initiator[i]}"
+        cmd += ["-object", f"memory-backend-ram,id=m{i},size={mib}M", "-numa", node]
+    for socket, i in enumerate(cpu_nodes):
+        cmd += ["-numa", f"cpu,node-id={i},socket-id={socket}"]
     for i in range(n):
         for j in range(n):
             if i != j:
                 cmd += ["-numa", f"dist,src={i},dst={j},val={topo['distance'][i][j]}"]
+    if hmat:
+        cmd += hmat_options(topo)
     cmd += ["-kernel", str(kernel), "-initrd", str(initrd),
             # sched_verbose: 6.4+ lists the sched domains in debugfs only with it (the init script
             # records them in source.topology)
             "-append", ("console=ttyS0 panic=-1 quiet sched_verbose " + append).strip()]
     return cmd
+
+
+def describe(topo: dict) -> str:
+    """"2 nodes x 2 CPUs", or "2 nodes: 1 x 2 CPUs + 1 memory-only, HMAT"."""
+    n, per = topo["nodes"], topo["cpus_per_node"]
+    cpu = len(topo.get("cpu_nodes", range(n)))
+    text = f"{n} nodes x {per} CPUs" if cpu == n else f"{n} nodes: {cpu} x {per} CPUs + {n - cpu} memory-only"
+    return text + (", HMAT" if "hmat" in topo else "")
 
 
 def qemu_version() -> str:
@@ -372,9 +441,9 @@ def run_vm(resolved: dict, kernel: str = "6.12", *, timeout_s: float | None = No
     log = log or (lambda m: None)
     qv = qemu_version()
     vmlinuz, info = _kernel_image(kernel, vmlinuz, kernel_info, log)
-    topo = specmod.topology(resolved)
+    topo = specmod.guest_memory(specmod.topology(resolved), resolved)
     lines = specmod.workload_lines(resolved)
-    settings = specmod.kernel_settings(resolved)
+    settings = {**specmod.kernel_settings(resolved), "free_mib": topo.get("free_mib", [])}
     if settings["hz"] != 250:
         log(f"note: the scenario's HZ={settings['hz']}, Debian kernels use 250")
     run_s = expected_run_s(resolved)
@@ -384,11 +453,10 @@ def run_vm(resolved: dict, kernel: str = "6.12", *, timeout_s: float | None = No
     workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="numasim-vm-"))
     workdir.mkdir(parents=True, exist_ok=True)
     initrd = build_initramfs(workdir / "initrd.img", lines, settings, interval, max_s, mem_ms=mem_ms, maps_ms=maps_ms,
-                             calibrate=calibrate)
+                             calibrate=calibrate, place_ms=specmod.place_interval(resolved, mem_ms))
     cmd = qemu_command(topo, vmlinuz, initrd)
     (workdir / "qemu.cmd").write_text(" ".join(cmd) + "\n")
-    log(f"booting {info.get('release')} ({topo['nodes']} nodes x {topo['cpus_per_node']} CPUs, TCG), "
-        f"time limit {timeout_s:.0f} s")
+    log(f"booting {info.get('release')} ({describe(topo)}, TCG), time limit {timeout_s:.0f} s")
     text, wall, parsed, retries = _boot_with_retries(cmd, workdir, timeout_s, log)
     if parsed["done"] is None and parsed["end"] is None and parsed["panic"] is None:
         tail = " | ".join(text.strip().splitlines()[-3:])

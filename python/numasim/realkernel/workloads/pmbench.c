@@ -78,8 +78,11 @@ static void *pthread_main(void *arg)
 	size_t lin = 0;
 	unsigned long sum = 0;
 	size_t warm = w->npages * (w->pat == UNIFORM ? 4 : 1);
+	/* stores: a page's first touch is one write fault, as the simulator takes it (a load first
+	 * would map the zero page, and the store's copy-on-write then flushes the TLB of every CPU
+	 * running the process: IPIs that wait for a vCPU the host is not running) */
 	for (size_t i = 0; i < warm; i++)
-		w->buf[next_page(w, &lin) * 4096] += 1;
+		w->buf[next_page(w, &lin) * 4096] = (char)i;
 	double t0 = now_s(), end = t0 + w->duration;
 	long n = 0;
 	while (1) {

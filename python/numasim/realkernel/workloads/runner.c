@@ -1,4 +1,4 @@
-/* `numaw run SPEC [interval_ms=N] [mem_ms=M] [maps_ms=P] [max_s=S]`: run a scenario's workloads and sample
+/* `numaw run SPEC [interval_ms=N] [mem_ms=M] [maps_ms=P] [place_ms=Q] [max_s=S]`: run a scenario's workloads and sample
  * the kernel.
  *
  * SPEC has one workload per line, `KIND key=value ...`, in [[workload]] order (# comments).
@@ -9,8 +9,10 @@
  * entry: under TCG it costs 25-50 ms per 256 MiB, a CPU taken from the workload, so it is read
  * less often. Output lines (all "@nsw "):
  *   begin, settings, vmstat phase=begin|end (every counter), v (sampled counters), irq,
- *   mem, task (a thread's NUMA-balancing state from /proc/PID/task/TID/sched), start,
- *   exit (rusage), timeout, end. */
+ *   nodefree (each node's MemFree), mem, place (where a process's buffers are, per address
+ *   range and node, every place_ms, off by default: move_pages(2) of one page in 8), task (a
+ *   thread's NUMA-balancing state from /proc/PID/task/TID/sched), start, exit (rusage),
+ *   timeout, end. */
 #include "nsw.h"
 
 #include <dirent.h>
@@ -33,7 +35,8 @@ static const char *sampled[] = {
 	"numa_other", "numa_foreign", "numa_interleave", "pgfault", "pgmajfault", "pgalloc_normal", "pgfree",
 	"thp_fault_alloc", "thp_fault_fallback", "thp_migration_success", "thp_migration_fail",
 	"thp_migration_split", "thp_split_page", "nr_tlb_remote_flush", "nr_tlb_remote_flush_received",
-	"nr_tlb_local_flush_all", "nr_tlb_local_flush_one", NULL};
+	"nr_tlb_local_flush_all", "nr_tlb_local_flush_one", "pgpromote_success", "pgpromote_candidate",
+	"pgdemote_kswapd", "pgdemote_direct", "pgsteal_kswapd", "pgscan_kswapd", NULL};
 
 struct wl {
 	char *kind;
@@ -89,6 +92,13 @@ static void emit_settings(void)
 		{"scan_period_min_ms", "/sys/kernel/debug/sched/numa_balancing/scan_period_min_ms"},
 		{"scan_period_max_ms", "/sys/kernel/debug/sched/numa_balancing/scan_period_max_ms"},
 		{"scan_size_mb", "/sys/kernel/debug/sched/numa_balancing/scan_size_mb"},
+		{"promote_rate_limit_MBps", "/proc/sys/kernel/numa_balancing_promote_rate_limit_MBps"},
+		{"hot_threshold_ms", "/sys/kernel/debug/sched/numa_balancing/hot_threshold_ms"},
+		{"hot_threshold_ms", "/proc/sys/kernel/numa_balancing_hot_threshold_ms"},
+		{"demotion_enabled", "/sys/kernel/mm/numa/demotion_enabled"},
+		{"watermark_scale_factor", "/proc/sys/vm/watermark_scale_factor"},
+		{"min_free_kbytes", "/proc/sys/vm/min_free_kbytes"},
+		{"lru_gen", "/sys/kernel/mm/lru_gen/enabled"}, /* MGLRU: which LRU kswapd demotes from */
 		{"thp_enabled", "/sys/kernel/mm/transparent_hugepage/enabled"},
 		{"thp_defrag", "/sys/kernel/mm/transparent_hugepage/defrag"},
 		{NULL, NULL}};
@@ -127,6 +137,22 @@ static void emit_vmstat_all(const char *phase, double t)
 	emit("vmstat phase=%s t=%.3f%s", phase, t, out);
 }
 
+/* each node's free memory (kB, /sys/devices/system/node/nodeN/meminfo MemFree) */
+static void emit_node_free(double t)
+{
+	char out[1024], path[64], buf[4096];
+	int n = 0;
+	for (int k = 0; k < nr_nodes() && k < MAX_NODES; k++) {
+		snprintf(path, sizeof(path), "/sys/devices/system/node/node%d/meminfo", k);
+		long kb = -1;
+		char *p;
+		if (read_file(path, buf, sizeof(buf)) > 0 && (p = strstr(buf, "MemFree:")))
+			kb = atol(p + 8);
+		n += snprintf(out + n, sizeof(out) - n, "%s%ld", k ? "," : "", kb);
+	}
+	emit("nodefree t=%.3f kb=%s", t, out);
+}
+
 static void emit_sample(double t)
 {
 	char out[4096];
@@ -138,6 +164,7 @@ static void emit_sample(double t)
 			n += snprintf(out + n, sizeof(out) - n, " %s=%ld", sampled[i], v);
 	}
 	emit("v t=%.3f%s", t, out);
+	emit_node_free(t);
 	long per[MAX_CPUS];
 	int ncpu = 0;
 	if (tlb_interrupts(per, MAX_CPUS, &ncpu) >= 0) {
@@ -362,10 +389,74 @@ static void emit_maps(double t, int w, pid_t pid)
 	}
 }
 
+/* Where a process's buffers are: its anonymous read-write VMAs of 2 MiB and more (the
+ * workload's buffers; not the heap, stacks or binary), in address order, cut into
+ * PLACE_BUCKETS equal ranges, with the node of one page in PLACE_STRIDE (move_pages(2) without
+ * nodes) per range, scaled, as the simulator's series.placement. One line: "place t w pid pages nN=c,c,...". */
+#define PLACE_BUCKETS 64
+#define PLACE_CHUNK 4096
+#define PLACE_STRIDE 8 /* one page in 8 (the counts are scaled): move_pages(2) costs ~1.5 us a page under TCG */
+static void emit_place(double t, int w, pid_t pid)
+{
+	static char maps[1 << 16];
+	static void *pages[PLACE_CHUNK];
+	static int status[PLACE_CHUNK];
+	static long count[MAX_NODES][PLACE_BUCKETS];
+	unsigned long va[64], vb[64];
+	int nv = 0;
+	long total = 0;
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	if (read_file(path, maps, sizeof(maps)) <= 0)
+		return;
+	char *save = NULL;
+	for (char *line = strtok_r(maps, "\n", &save); line && nv < 64; line = strtok_r(NULL, "\n", &save)) {
+		unsigned long a, b;
+		char perm[8] = "", name[128] = "";
+		if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %127s", &a, &b, perm, name) < 3)
+			continue;
+		if (name[0] || strncmp(perm, "rw", 2) || b - a < (2UL << 20))
+			continue;
+		va[nv] = a;
+		vb[nv++] = b;
+		total += (b - a) >> 12;
+	}
+	if (!total)
+		return;
+	memset(count, 0, sizeof(count));
+	long base = 0;
+	for (int v = 0; v < nv; v++) {
+		long np = (vb[v] - va[v]) >> 12;
+		for (long i = 0; i < np; i += PLACE_CHUNK * PLACE_STRIDE) {
+			long k = 0;
+			for (long q = i; q < np && k < PLACE_CHUNK; q += PLACE_STRIDE)
+				pages[k++] = (void *)(va[v] + (q << 12));
+			if (sys_move_pages(pid, k, pages, NULL, status, 0) < 0)
+				return; /* the process exited */
+			for (long j = 0; j < k; j++) {
+				int node = status[j];
+				if (node < 0 || node >= MAX_NODES)
+					continue; /* not present (-ENOENT) */
+				long b = (base + i + j * PLACE_STRIDE) * PLACE_BUCKETS / total;
+				count[node][b] += PLACE_STRIDE;
+			}
+		}
+		base += np;
+	}
+	static char out[MAX_NODES * PLACE_BUCKETS * 8];
+	int n = 0;
+	for (int node = 0; node < nr_nodes() && node < MAX_NODES; node++) {
+		n += snprintf(out + n, sizeof(out) - n, " n%d=", node);
+		for (int b = 0; b < PLACE_BUCKETS; b++)
+			n += snprintf(out + n, sizeof(out) - n, "%s%ld", b ? "," : "", count[node][b]);
+	}
+	emit("place t=%.3f w=%d pid=%d pages=%ld%s", t, w, pid, total, out);
+}
+
 /* wall time the runner spends reading numa_maps and the threads' sched files */
 static double mem_wall, task_wall;
 
-static void emit_all_mem(double t, int maps)
+static void emit_all_mem(double t, int maps, int place)
 {
 	/* every workload process and its direct children (numa01 forks, pmbench processes) */
 	DIR *d = opendir("/proc");
@@ -389,6 +480,8 @@ static void emit_all_mem(double t, int maps)
 				double m0 = now_s();
 				if (maps)
 					emit_mem(t, i, (pid_t)pid);
+				if (place)
+					emit_place(t, i, (pid_t)pid);
 				double m1 = now_s();
 				emit_tasks(t, i, (pid_t)pid);
 				mem_wall += m1 - m0;
@@ -468,6 +561,7 @@ int main_run(int argc, char **argv)
 	long interval_ms = arg_long(&a, "interval_ms", 100);
 	long mem_ms = arg_long(&a, "mem_ms", interval_ms);
 	long maps_ms = arg_long(&a, "maps_ms", mem_ms);
+	long place_ms = arg_long(&a, "place_ms", 0); /* 0: no `place` lines */
 	double max_s = arg_double(&a, "max_s", 600);
 	args_done(&a, "run");
 	unsetenv("NSW_W");
@@ -496,6 +590,7 @@ int main_run(int argc, char **argv)
 	emit_sample(0.0);
 
 	double next = interval_ms / 1000.0, next_mem = mem_ms / 1000.0, next_maps = maps_ms / 1000.0;
+	double next_place = place_ms > 0 ? place_ms / 1000.0 : 1e300;
 	int timed_out = 0;
 	long nsamples = 0;
 	double sample_wall = 0;
@@ -525,8 +620,10 @@ int main_run(int argc, char **argv)
 			double s0 = now_s();
 			emit_sample(t);
 			if (t >= next_mem) {
-				int maps = t >= next_maps;
-				emit_all_mem(t, maps);
+				int maps = t >= next_maps, place = t >= next_place;
+				emit_all_mem(t, maps, place);
+				while (place && next_place <= t)
+					next_place += place_ms / 1000.0;
 				while (next_mem <= t)
 					next_mem += mem_ms / 1000.0;
 				while (maps && next_maps <= t)
