@@ -383,9 +383,8 @@ fn resolve_kernel(raw: Option<RawKernel>, p: &mut Problems) -> KernelConfig {
         set("numa_balancing_scan_period_min_ms", s.numa_balancing_scan_period_min_ms, 1, &mut sysctl.numa_balancing_scan_period_min_ms);
         set("numa_balancing_scan_period_max_ms", s.numa_balancing_scan_period_max_ms, 1, &mut sysctl.numa_balancing_scan_period_max_ms);
         set("numa_balancing_scan_size_mb", s.numa_balancing_scan_size_mb, 0, &mut sysctl.numa_balancing_scan_size_mb);
-        if sysctl.numa_balancing_scan_period_min_ms > sysctl.numa_balancing_scan_period_max_ms {
-            p.push(ScenarioProblem::new("kernel.sysctl.numa_balancing_scan_period_min_ms", "invalid_value", "must not exceed numa_balancing_scan_period_max_ms"));
-        }
+        // min above max is accepted, as the kernel does (debugfs u32s, no cross-check):
+        // task_scan_max is then task_scan_min (kernel/sched/fair.c: max(smin, smax))
     }
     let mut features = FeatureSet::default();
     let mut variants = Variants::default();

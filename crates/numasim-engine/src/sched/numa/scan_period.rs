@@ -158,6 +158,9 @@ mod tests {
         assert_eq!((k.task_scan_min(t), k.task_scan_max(t)), (250, 15000));
         k.mms[0].node_pages = std::array::from_fn(|n| if n == 0 { 262144 * 8 } else { 0 }); // 8 GiB -> 32 windows
         assert_eq!((k.task_scan_min(t), k.task_scan_max(t)), (100, 1875));
+        // scan_period_min above scan_period_max (the kernel accepts it): max takes the min
+        k.cfg.sysctl.numa_balancing_scan_period_min_ms = 204_800;
+        assert_eq!((k.task_scan_min(t), k.task_scan_max(t)), (6400, 6400));
     }
 
     /// 37ec97deb3a8 (4.14): update_task_scan_period — failed migrations double the period (up
