@@ -154,6 +154,8 @@ pub struct RunResult {
     pub numa_topology_type: crate::topology::NumaTopologyType,
     /// Each node's memory tier (mm/memory_tiers.rs).
     pub tiers: crate::mm::memory_tiers::NodeTiers,
+    /// CPU seconds each node's kswapd used (mm/vmscan.rs).
+    pub kswapd_cpu_s: Vec<f64>,
     pub events: (u64, u64, u64),
     /// Per mTHP size (hugepages-<size>kB/stats): (size name, anon_fault_alloc, anon_fault_fallback).
     pub mthp: Vec<(String, u64, u64)>,
@@ -283,6 +285,7 @@ impl RunResult {
             nr_nodes: k.topo.nr_nodes,
             numa_topology_type: k.topo.numa_topology_type,
             tiers: k.tiers.clone(),
+            kswapd_cpu_s: k.nodes.iter().map(|n| n.kswapd_cpu_ns / 1e9).collect(),
             events: (k.events.pte_updates, k.events.hint_faults, k.events.migrations),
             mthp: crate::mm::huge_memory::ANON_ORDERS
                 .filter(|&o| k.mthp_stats[o as usize] != [0, 0])
@@ -398,6 +401,7 @@ impl RunResult {
             "kvm": self.kvm.iter().map(|v| json!({"pid": v.pid, "vcpus": v.vcpus, "scan_passes": v.scan_passes, "running_scan_passes": v.running_scan_passes, "stats": v.stats})).collect::<Vec<_>>(),
             "sim": {"ticks": self.ticks, "nr_cpus": self.nr_cpus, "nr_nodes": self.nr_nodes, "numa_topology_type": self.numa_topology_type,
                     "memory_tiers": {"adistance": self.tiers.adistance, "toptier": self.tiers.toptier, "demotion": self.tiers.demotion},
+                    "kswapd_cpu_s": self.kswapd_cpu_s,
                     "events": {"pte_updates": self.events.0, "hint_faults": self.events.1, "migrations": self.events.2}},
         })
     }

@@ -24,8 +24,11 @@ pub struct NodeMem {
     pub nbp_th_nr_cand: u64,
     /// This node's PGPROMOTE_CANDIDATE (node vmstat).
     pub pgpromote_candidate: u64,
-    /// kswapd was woken (wakeup_kswapd) and runs at the tick's end (mm/vmscan.rs).
+    /// kswapd is awake (woken by wakeup_kswapd, asleep again once the node is balanced).
     pub kswapd_wake: bool,
+    /// CPU time (ns) kswapd may still use in this tick, and all it used (mm/vmscan.rs).
+    pub kswapd_credit_ns: f64,
+    pub kswapd_cpu_ns: f64,
     /// The node's LRU, oldest first, kept only where reclaim can demote (mm/vmscan.rs).
     pub lru: std::collections::VecDeque<crate::mm::vmscan::LruEntry>,
     /// numabalancing_migrate_next_window (ns) and _nr_pages (3.8-4.18 rate limit).
@@ -75,6 +78,8 @@ impl NodeMem {
                     nbp_th_nr_cand: 0,
                     pgpromote_candidate: 0,
                     kswapd_wake: false,
+                    kswapd_credit_ns: 0.0,
+                    kswapd_cpu_ns: 0.0,
                     lru: Default::default(),
                     migrate_next_window: 0,
                     migrate_nr_pages: 0,

@@ -9,6 +9,12 @@
 //! task.
 //! A referenced folio is rotated to the young end (activation and second chance folded in
 //! one list: an approximation of the active/inactive lists).
+//!
+//! kswapd is a kernel thread: it reclaims at the pace its CPU time allows, one tick of CPU
+//! per tick while awake (on an idle CPU of its node: it takes no time from the node's tasks),
+//! each folio it checks costing a PTE access-bit test (`pte_update_ns`) and each demotion what
+//! migrate_pages charges its caller. It stays awake across ticks until the node is balanced,
+//! so allocations and promotions that need free memory fail meanwhile.
 
 use crate::kernel::Kernel;
 use crate::mm::migrate::MigrateMode;
@@ -69,26 +75,36 @@ impl Kernel {
         self.nodes[node].lru.push_back(LruEntry { page, stamp });
     }
 
-    /// Run every woken kswapd (at the tick's end).
+    /// Give every awake kswapd this tick's CPU time (at the tick's end); one that balanced its
+    /// node, or found nothing to demote, goes back to sleep.
+    // mm/vmscan.c: kswapd, kswapd_try_to_sleep
     pub fn run_kswapds(&mut self) {
         if !self.lru_tracking {
             return;
         }
         for n in 0..self.topo.nr_nodes {
-            if std::mem::take(&mut self.nodes[n].kswapd_wake) {
-                self.balance_pgdat(n);
+            if !self.nodes[n].kswapd_wake {
+                continue;
+            }
+            // a batch may overrun the tick: the debt is paid from the next one
+            let m = &mut self.nodes[n];
+            m.kswapd_credit_ns = (m.kswapd_credit_ns + self.tick_ns as f64).min(self.tick_ns as f64);
+            if self.balance_pgdat(n) {
+                let m = &mut self.nodes[n];
+                (m.kswapd_wake, m.kswapd_credit_ns) = (false, 0.0);
             }
         }
     }
 
     /// Reclaim (demote) until the node's free pages reach the promo watermark in tiering mode,
-    /// else the high one, or until the LRU has nothing cold left.
+    /// else the high one, or until the LRU has nothing cold left, within kswapd's CPU credit.
+    /// Returns false when the credit ran out first (kswapd stays awake).
     // mm/vmscan.c: balance_pgdat, pgdat_balanced (WMARK_PROMO with NUMA_BALANCING_MEMORY_TIERING)
-    fn balance_pgdat(&mut self, node: usize) {
+    fn balance_pgdat(&mut self, node: usize) -> bool {
         let m = &self.nodes[node];
         let mark = if self.tiering_mode() { m.wmark_promo } else { m.wmark_high };
         let mut want = mark.saturating_sub(m.free());
-        let Some(&target) = self.tiers.demotion[node].first() else { return };
+        let Some(&target) = self.tiers.demotion[node].first() else { return true };
         // every folio is looked at at most twice: a referenced one once more after its rotation
         let mut budget = 2 * self.nodes[node].lru.len();
         // processes with a runnable task (what a page outside random-access VMAs asks)
@@ -97,9 +113,14 @@ impl Kernel {
             running[t.mm] = true;
         }
         while want > 0 && budget > 0 {
+            if self.nodes[node].kswapd_credit_ns <= 0.0 {
+                return false;
+            }
             let mut batch = Vec::new();
+            let mut checked = 0u64;
             while batch.len() < SWAP_CLUSTER_MAX.min(want as usize) && budget > 0 {
                 budget -= 1;
+                checked += 1;
                 let Some(e) = self.nodes[node].lru.pop_front() else { break };
                 if !self.lru_entry_valid(e.page, node) {
                     continue;
@@ -111,15 +132,17 @@ impl Kernel {
                     batch.push(e.page);
                 }
             }
-            if batch.is_empty() {
-                break;
-            }
-            let demoted = self.demote_folio_list(&batch, node, target);
+            let mut cpu_ns = checked as f64 * self.cost.pte_update_ns;
+            let demoted = if batch.is_empty() { 0 } else { self.demote_folio_list(&batch, node, target, &mut cpu_ns) };
+            let m = &mut self.nodes[node];
+            m.kswapd_credit_ns -= cpu_ns;
+            m.kswapd_cpu_ns += cpu_ns;
             if demoted == 0 {
-                break; // the lower tier is full: kswapd gives up (no swap to fall back on)
+                break; // nothing cold, or the lower tier is full: no swap to fall back on
             }
             want = want.saturating_sub(demoted);
         }
+        true
     }
 
     fn lru_entry_valid(&self, p: PageRef, node: usize) -> bool {
@@ -149,10 +172,11 @@ impl Kernel {
     /// Migrate `pages` (on `node`) to the lower tier: the preferred target, no reclaim there.
     /// Returns the base pages demoted.
     // mm/vmscan.c: demote_folio_list (MR_DEMOTION, MIGRATE_ASYNC), shrink_inactive_list
-    fn demote_folio_list(&mut self, pages: &[PageRef], node: usize, target: usize) -> u64 {
+    fn demote_folio_list(&mut self, pages: &[PageRef], node: usize, target: usize, cpu_ns: &mut f64) -> u64 {
         let cpu = self.topo.node_cpus[node].first().copied().unwrap_or(0);
         let out = self.migrate_pages(pages, target, cpu, MigrateMode::Async);
         self.count(VmEvent::PgdemoteKswapd, out.succeeded);
+        *cpu_ns += out.cost;
         out.succeeded
     }
 }
@@ -163,19 +187,27 @@ mod tests {
 
     /// mm/vmscan.c: balance_pgdat + demote_folio_list — a woken kswapd of a full DRAM node
     /// demotes its coldest folios to the lower tier until free pages reach the promo watermark
-    /// (tiering mode), counting pgdemote_kswapd; without demotion_enabled it does nothing.
+    /// (tiering mode), counting pgdemote_kswapd, at most a tick of CPU per tick (plus the
+    /// batch that overran), awake until then; without demotion_enabled it does nothing.
     #[test]
     fn kswapd_demotes_to_the_promo_watermark() {
         for demotion in [true, false] {
             let mut k = tiered_kernel(&format!("demotion_enabled = {demotion}"), 3);
             let (before, used1) = (k.nodes[0].used, k.nodes[1].used);
-            let free = k.nodes[0].wmark_high - 10;
+            let free = 0;
             k.nodes[0].used = k.nodes[0].present - free;
             let extra = k.nodes[0].used - before;
             k.wakeup_kswapd(0);
-            k.run_kswapds();
+            let mut ticks = 0;
+            while k.nodes[0].kswapd_wake && ticks < 1000 {
+                k.run_kswapds();
+                ticks += 1;
+                let (cpu, tick) = (k.nodes[0].kswapd_cpu_ns, k.tick_ns as f64);
+                assert!(cpu <= tick * ticks as f64 + 1e6, "{cpu} ns of kswapd CPU in {ticks} ticks");
+            }
             let demoted = k.vmstat.get(crate::vmstat::VmEvent::PgdemoteKswapd);
             if demotion {
+                assert!(ticks > 1, "demotion takes CPU time: more than one tick ({demoted} pages)");
                 assert!(k.nodes[0].free() >= k.nodes[0].wmark_promo, "balanced at promo: {} < {}", k.nodes[0].free(), k.nodes[0].wmark_promo);
                 assert_eq!(k.nodes[1].used, used1 + demoted, "demoted pages land on the CXL node");
                 assert!(demoted > 0 && demoted <= k.nodes[0].wmark_promo - free + 32);

@@ -108,6 +108,10 @@ impl Kernel {
         if !self.numa_balancing() {
             return;
         }
+        // what the VM's kprobe at the function's entry sees (realkernel: TNF_MIGRATE_FAIL calls)
+        if flags & TNF_MIGRATE_FAIL != 0 {
+            self.trace.migrate_fail_faults += 1;
+        }
         // 33024536bafd (6.1): no NUMA statistics for faults on a lower tier in tiering mode
         if self.feature(Feature::NumaTieringHotThreshold) && !self.node_is_toptier(mem_node) && (self.tiering_mode() || !cpupid_valid(last_cpupid, self.topo.nr_cpus())) {
             return;
@@ -150,9 +154,6 @@ impl Kernel {
         }
         if flags & TNF_MIGRATE_FAIL != 0 && slowscan {
             p.faults_locality[2] += pages;
-        }
-        if flags & TNF_MIGRATE_FAIL != 0 {
-            self.trace.migrate_fail_faults += 1;
         }
         let pv = private as usize;
         p.faults[task_faults_idx(nr_nodes, NUMA_MEMBUF, mem_node, pv)] += pages as i64;
