@@ -67,7 +67,8 @@ def test_shipped_profiles_make_mthp_numa_and_vma_flags_grouping_in_sample():
     figures, rule = fid.changelog_figures(results, derived)
     sample = {f.source: f.sample for f in figures}
     assert sample == {"autonuma-balancing": "out", "delay-mapping": "out", "kvm-pinned": "out",
-                      "migrate-batch": "out", "mthp-numa": "in", "vma-flags-grouping": "in"}
+                      "migrate-batch": "out", "mthp-numa": "in", "tiering-hot-selection": "out",
+                      "vma-flags-grouping": "in"}
     assert rule["mthp-numa"] == ["xeon-icx-2n-128c.smt_share", "xeon-icx-2n-128c.stream_gibps"]
     assert rule["vma-flags-grouping"] == ["intel-4s-48c.smt_share", "intel-4s-48c.stream_gibps"]
 

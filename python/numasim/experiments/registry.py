@@ -208,6 +208,7 @@ def _load() -> None:
         autonuma_balancing,
         kvm_pinned,
         mthp_numa,
+        tiering_hot_selection,
         tlb_flush,
         vma_flags_grouping,
     )
