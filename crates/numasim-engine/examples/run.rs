@@ -61,7 +61,7 @@ fn main() {
     }
     for tgid in r.tasks.iter().map(|t| t.tgid).collect::<std::collections::BTreeSet<_>>() {
         let nodes: Vec<usize> = r.tasks.iter().filter(|t| t.tgid == tgid && t.mem_node.is_some()).map(|t| t.node).collect();
-        let mut per = [0; 8];
+        let mut per = vec![0; r.nr_nodes];
         nodes.iter().for_each(|&n| per[n] += 1);
         println!("  process {tgid}: threads per node {:?}", &per[..r.nr_nodes]);
     }
