@@ -19,7 +19,9 @@ impl Kernel {
         // link a -> n at a * nr + n
         let mut link_demand = vec![0.0f64; nr * nr];
         let mut lone_rate = Vec::with_capacity(running.len());
-        let mut mix = vec![0.0f64; nr];
+        // the nodes a thread streamed to last tick, with their share (nonzero only: a zero
+        // share adds nothing to a sum)
+        let mut mix: Vec<(usize, f64)> = Vec::with_capacity(nr);
         // pmbench linear walkers: their per-access overhead (latency-bound, no stream demand)
         let mut walker = Vec::with_capacity(running.len());
         for &(c, t) in &running {
@@ -35,50 +37,55 @@ impl Kernel {
                 _ => None,
             };
             walker.push(linear);
-            mix.fill(0.0);
             if (total == 0.0 && single) || linear.is_some() {
                 // single latency-bound accesses (pmbench, a guest): no stream demand
                 lone_rate.push(share);
                 continue;
             }
+            mix.clear();
             if total > 0.0 {
-                for n in 0..nr {
-                    mix[n] = p.last_bytes[n] / total;
-                }
+                mix.extend((0..nr).filter(|&n| p.last_bytes[n] != 0.0).map(|n| (n, p.last_bytes[n] / total)));
             } else {
-                mix[a] = 1.0;
+                mix.push((a, 1.0));
             }
             let bw = |n: usize| CostProfile::bytes_per_ns(self.cost.stream_gibps[a][n]) * share;
-            let inv: f64 = (0..nr).map(|n| mix[n] / bw(n)).sum();
+            let inv: f64 = mix.iter().map(|&(n, m)| m / bw(n)).sum();
             let rate = 1.0 / inv;
-            for n in 0..nr {
-                node_demand[n] += rate * mix[n];
+            for &(n, m) in &mix {
+                node_demand[n] += rate * m;
                 if n != a {
-                    link_demand[a * nr + n] += rate * mix[n];
+                    link_demand[a * nr + n] += rate * m;
                 }
             }
             lone_rate.push(share);
         }
+        // stored bytes a controller can take: each costs dram_bytes_per_store of DRAM traffic
+        let node_slow: Vec<f64> = (0..nr).map(|n| (node_demand[n] / (CostProfile::bytes_per_ns(self.cost.node_bandwidth_gibps[n]) / self.cost.dram_bytes_per_store)).max(1.0)).collect();
+        // the costs depend on the thread's node and SMT share only: one row per pair
+        let mut rows: Vec<Option<Vec<f64>>> = vec![None; 2 * nr];
         for (i, &(c, t)) in running.iter().enumerate() {
             let a = self.cpu_node(c);
             let share = lone_rate[i];
-            let cost = &mut self.tasks[t].page_cost;
             if let Some(overhead_ns) = walker[i] {
                 // pmbench linear: one latency-bound access per page crossed
+                let cost = &mut self.tasks[t].page_cost;
                 for n in 0..nr {
                     cost[n] = self.cost.latency_ns[a][n] + overhead_ns;
                 }
                 continue;
             }
-            for n in 0..nr {
-                // stored bytes a controller can take: each costs dram_bytes_per_store of DRAM traffic
-                let node_cap = CostProfile::bytes_per_ns(self.cost.node_bandwidth_gibps[n]) / self.cost.dram_bytes_per_store;
-                let mut slow = (node_demand[n] / node_cap).max(1.0);
-                if n != a {
-                    slow = slow.max(link_demand[a * nr + n] / CostProfile::bytes_per_ns(self.cost.interconnect_gibps.gibps(a, n)));
-                }
-                cost[n] = PAGE_SIZE / (CostProfile::bytes_per_ns(self.cost.stream_gibps[a][n]) * share) * slow;
-            }
+            let row = rows[2 * a + (share == 1.0) as usize].get_or_insert_with(|| {
+                (0..nr)
+                    .map(|n| {
+                        let mut slow = node_slow[n];
+                        if n != a {
+                            slow = slow.max(link_demand[a * nr + n] / CostProfile::bytes_per_ns(self.cost.interconnect_gibps.gibps(a, n)));
+                        }
+                        PAGE_SIZE / (CostProfile::bytes_per_ns(self.cost.stream_gibps[a][n]) * share) * slow
+                    })
+                    .collect()
+            });
+            self.tasks[t].page_cost[..nr].copy_from_slice(row);
         }
     }
 }
