@@ -370,7 +370,8 @@ impl Kernel {
                 // every page of the block is present and writable: one step for the whole block
                 let pop = pt.blocks[blk].populated as f64;
                 let k = pt.block_nodes(blk);
-                let avg = (0..nr).map(|n| k[n] as f64 * cost[n]).sum::<f64>() / pop;
+                // (nodes without pages add nothing to the sums: skipped)
+                let avg = (0..nr).filter(|&n| k[n] != 0).map(|n| k[n] as f64 * cost[n]).sum::<f64>() / pop;
                 let avail = (seg_end - idx) as f64 - frac;
                 let (adv, used) = if avail * avg <= *b {
                     pos = (seg_end - first) as f64;
@@ -384,7 +385,7 @@ impl Kernel {
                 *b -= used;
                 let p = &mut self.tasks[t];
                 p.user_ns += used;
-                for n in 0..nr {
+                for n in (0..nr).filter(|&n| k[n] != 0) {
                     p.cur_bytes[n] += adv * PAGE_SIZE * k[n] as f64 / pop;
                 }
             } else if race_at.is_none() && frac == 0.0 && pt.blocks[blk].populated == 0 && self.thp_allowable_orders(self.mms[mm].vmas[vma].flags) == 0 && self.mms[mm].vmas[vma].shmem.is_none() {
