@@ -213,4 +213,23 @@ def test_bench_reports_the_fastest_of_repeated_runs(capsys):
     assert run["x_real_time"] == pytest.approx(run["sim_s"] / run["wall_s"])
     assert run["x_real_time_cpu"] == pytest.approx(run["sim_s"] / run["cpu_s"])
     assert run["sim_s"] == numasim.run(cli._bench_scenario("numa02")[1]).elapsed_s
+    # each run in its own process: its peak RSS over the touched pages (numa02: 8 B page entries)
+    assert run["touched_pages"] > 200_000 and 4 < run["rss_bytes_per_page"] < 64
     assert cli.main(["bench", "--only", "numa02", "--repeat", "0"]) == 2
+
+
+def test_bench_compare_gives_ratios_against_a_saved_bench(tmp_path, capsys):
+    """`bench --compare REF.json`: new / saved x real time and RSS per page, per workload both
+    have; a file that is not a saved bench is refused before anything runs."""
+    from numasim import cli
+
+    ref = tmp_path / "ref.json"
+    ref.write_text(json.dumps({"runs": [{"workload": "numa02", "sim_s": 9.0, "x_real_time": 200.0, "rss_bytes_per_page": 8.0}]}))
+    new = [{"workload": "numa02", "sim_s": 9.0, "x_real_time": 100.0, "rss_bytes_per_page": 4.0},
+           {"workload": "numa01", "sim_s": 1.0, "x_real_time": 1.0, "rss_bytes_per_page": 1.0}]
+    (row,) = cli.bench_compare(new, str(ref))
+    assert (row["speed_ratio"], row["rss_per_page_ratio"], row["same_sim_s"]) == (0.5, 0.5, True)
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    assert cli.main(["bench", "--only", "numa02", "--compare", str(bad)]) == 2
+    assert "not a saved `numasim bench --json`" in capsys.readouterr().err

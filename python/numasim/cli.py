@@ -197,17 +197,64 @@ def _bench_scenario(workload: str) -> tuple:
     return DEFAULT_MACHINE, scenario_toml(workload=workload, machine=DEFAULT_MACHINE, balancing=True)
 
 
+def _proc_status_kib(field: str) -> int | None:
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def _bench_run(text: str) -> tuple:
+    """Worker (a fresh process per run): (wall s, CPU s, peak RSS bytes the run added to the
+    process, result JSON). Linux: the peak (VmHWM) is reset to the current RSS before the run
+    (clear_refs 5) and read after it; elsewhere ru_maxrss (whose earlier peak may hide it)."""
+    import resource
+
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
+            f.write("5")
+        base = _proc_status_kib("VmRSS")
+    except OSError:
+        base = None
+    if base is None:
+        base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0, c0 = time.perf_counter(), time.process_time()
+    r = numasim.run(text)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    peak = _proc_status_kib("VmHWM") or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return wall, cpu, max(peak - base, 0) * 1024, r.to_json()
+
+
+def touched_pages(r) -> int:
+    """The most pages the processes held at once (series.memory summed per sample)."""
+    m = r.memory
+    return int(m.groupby("time_s")["pages"].sum().max()) if len(m) else 0
+
+
 def bench_one(workload: str, repeat: int = 1) -> dict:
-    """Run `workload` `repeat` times; report the fastest wall and CPU times (as timeit does:
-    on a shared host the minimum is the run least disturbed by other work)."""
+    """Run `workload` `repeat` times, each in a fresh process (so that its peak RSS is its own);
+    report the fastest wall and CPU times (as timeit does: on a shared host the minimum is the
+    run least disturbed by other work) and the smallest peak RSS added by the run."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from numasim.result import Result
+
     machine, text = _bench_scenario(workload)
-    walls, cpus = [], []
+    walls, cpus, rss = [], [], []
     for _ in range(repeat):
-        t0, c0 = time.perf_counter(), time.process_time()
-        r = numasim.run(text)
-        walls.append(time.perf_counter() - t0)
-        cpus.append(time.process_time() - c0)
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as ex:
+            wall_, cpu_, rss_, raw = ex.submit(_bench_run, text).result()
+        walls.append(wall_)
+        cpus.append(cpu_)
+        rss.append(rss_)
+    r = Result(raw)
     wall, cpu = min(walls), min(cpus)
+    pages = touched_pages(r)
     ev = r.sim.get("events", {})
     events = sum(int(ev.get(k, 0)) for k in ("pte_updates", "hint_faults", "migrations"))
     # a guest's secondary-MMU work: SPTEs zapped and EPT violations
@@ -225,7 +272,27 @@ def bench_one(workload: str, repeat: int = 1) -> dict:
         "numa_events": events,
         "events_per_wall_s": events / wall if wall > 0 else None,
         "ticks": r.sim.get("ticks"),
+        "peak_rss_bytes": min(rss),
+        "touched_pages": pages,
+        "rss_bytes_per_page": min(rss) / pages if pages else None,
     }
+
+
+def bench_compare(runs: list, ref_path: str) -> list:
+    """Rows of x real time and RSS per page against a saved `bench --json` (REF): the ratio
+    new / REF per workload both have. Both should come from the same host."""
+    with open(ref_path, encoding="utf-8") as f:
+        ref = {r["workload"]: r for r in json.load(f)["runs"]}
+    rows = []
+    for r in runs:
+        old = ref.get(r["workload"])
+        if old is None:
+            continue
+        ratio = lambda k: (r[k] / old[k]) if r.get(k) and old.get(k) else None  # noqa: E731
+        rows.append({"workload": r["workload"], "x_real_time": r["x_real_time"], "ref_x_real_time": old.get("x_real_time"),
+                     "speed_ratio": ratio("x_real_time"), "rss_per_page_ratio": ratio("rss_bytes_per_page"),
+                     "same_sim_s": r["sim_s"] == old.get("sim_s")})
+    return rows
 
 
 def cmd_bench(args) -> int:
@@ -233,19 +300,38 @@ def cmd_bench(args) -> int:
     if not 1 <= args.repeat <= 100:
         print(f"error: --repeat must be in 1..100, got {args.repeat}", file=sys.stderr)
         return 2
+    if args.compare:
+        try:
+            with open(args.compare, encoding="utf-8") as f:
+                json.load(f)["runs"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            print(f"error: --compare {args.compare}: not a saved `numasim bench --json` ({e})", file=sys.stderr)
+            return 2
     runs = []
     for w in names:
         runs.append(bench_one(w, args.repeat))
         if not args.json:
             print(f"  {w}: done in {runs[-1]['wall_s']:.2f} s wall", file=sys.stderr)
+    compared = bench_compare(runs, args.compare) if args.compare else None
     if args.json:
-        print(json.dumps({"numasim_version": numasim.__version__, "runs": runs}, indent=1))
+        out = {"numasim_version": numasim.__version__, "runs": runs}
+        if compared is not None:
+            out["compare"] = {"ref": args.compare, "rows": compared}
+        print(json.dumps(out, indent=1))
         return 0
-    head = ["workload", "sim_s", "wall_s", "x real time", "cpu_s", "x real time (CPU)", "NUMA events/wall s", "ticks"]
+    head = ["workload", "sim_s", "wall_s", "x real time", "cpu_s", "x real time (CPU)", "NUMA events/wall s", "ticks",
+            "peak RSS MiB", "bytes/page"]
     rows = [[r["workload"], f"{r['sim_s']:.2f}", f"{r['wall_s']:.2f}", f"{r['x_real_time']:.1f}",
-             f"{r['cpu_s']:.2f}", f"{r['x_real_time_cpu']:.1f}", f"{r['events_per_wall_s']:.3g}", r["ticks"]]
+             f"{r['cpu_s']:.2f}", f"{r['x_real_time_cpu']:.1f}", f"{r['events_per_wall_s']:.3g}", r["ticks"],
+             f"{r['peak_rss_bytes'] / 2**20:.0f}", f"{r['rss_bytes_per_page']:.1f}" if r["rss_bytes_per_page"] else "-"]
             for r in runs]
     print(_table(rows, head))
+    if compared is not None:
+        print(f"\nagainst {args.compare} (new / saved; run both on the same host):")
+        print(_table([[c["workload"], f"{c['speed_ratio']:.3f}" if c["speed_ratio"] else "-",
+                       f"{c['rss_per_page_ratio']:.3f}" if c["rss_per_page_ratio"] else "-",
+                       "yes" if c["same_sim_s"] else "NO"] for c in compared],
+                     ["workload", "speed ratio", "RSS/page ratio", "same sim_s"]))
     return 0
 
 

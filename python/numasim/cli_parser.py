@@ -104,6 +104,8 @@ def build_parser(handlers: dict) -> argparse.ArgumentParser:
                     help=f"bench only this workload (repeatable; one of {', '.join(BENCH_WORKLOADS)})")
     sp.add_argument("--repeat", type=int, default=1, metavar="N",
                     help="run each workload N times and report the fastest (default 1)")
+    sp.add_argument("--compare", metavar="REF.json",
+                    help="also print the speed and RSS-per-page ratios against a saved `bench --json`")
 
     sp = _command(sub, "machines", "list the built-in machine profiles",
                   "List the built-in machine profiles, or print one as TOML with the source of "
