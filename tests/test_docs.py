@@ -57,7 +57,7 @@ LANGS = {"sh", "python", "toml", "text"}
 
 SKIPPED = {
     "README.md": ["make run", "make test", "numasim reproduce all", "numasim reproduce delay-mapping",
-                  "numasim reproduce vma-flags-grouping", "numasim fidelity",
+                  "numasim reproduce vma-flags-grouping", "numasim reproduce tiering-hot-selection", "numasim fidelity",
                   "numasim validate remote-toucher-4k",
                   "numasim calibrate --kernel", "numasim validate two-processes-4k",
                   "numasim hostrun my-scenario.toml"],
