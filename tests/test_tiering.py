@@ -6,7 +6,7 @@ on the slow node."""
 import pytest
 
 import numasim
-from numasim.exceptions import ScenarioError
+from numasim.exceptions import ScenarioError, SimulationError
 
 SCENARIO = """
 seed = 1
@@ -102,6 +102,56 @@ def test_rate_limit_caps_promotion(runs):
     assert promoted_mb <= 10 * 21, "at most the candidates 10 MB/s allows over the run"
     assert c(r, "pgpromote_success") < c(base, "pgpromote_success") / 4
     assert c(r, "pgpromote_candidate") > c(r, "pgpromote_success"), "limited candidates still count"
+
+
+# Two memory eaters bound to the 2 GiB DRAM node (MPOL_BIND): the first holds 1.5 GiB, asleep;
+# the second fills 1 GiB from 2 s, faster than kswapd (one tick of CPU per tick) demotes.
+EATERS = """
+seed = 1
+[kernel]
+version = "6.12"
+numa_balancing = 2
+[kernel.sysctl]
+demotion_enabled = true
+[machine]
+profile = "intel-2s-128g"
+cpus_per_node = [4, 0]
+memory_type = ["dram", "kmem"]
+memory_gib_per_node = [2, 4]
+[[workload]]
+kind = "memory_eater"
+size_gib = 1.5
+node = 0
+free_at_s = 8
+[[workload]]
+kind = "memory_eater"
+size_gib = 1.0
+node = 0
+start_s = 2.0
+free_at_s = 6
+"""
+
+
+def test_a_bound_eater_past_the_free_memory_demotes_by_direct_reclaim():
+    # mm/page_alloc.c: __alloc_pages_direct_reclaim -> try_to_free_pages: an allocation that
+    # finds the bound node below its min watermark demotes cold folios itself (the sleeping
+    # eater's) instead of failing; before 2026-11-27 this run ended in the simulated OOM at 2.36 s
+    r = numasim.run(EATERS)
+    assert r.completed
+    assert c(r, "pgdemote_direct") > 1000 and c(r, "pgdemote_kswapd") > 0
+    # the second eater's faults paid for its reclaim: more system time per page than the first's
+    per_page = [p["system_s"] / (size * 262144) for p, size in zip(r.processes, [1.5, 1.0])]
+    assert per_page[1] > 1.1 * per_page[0], per_page
+
+
+def test_a_bound_eater_without_demotion_runs_out_of_memory():
+    # nothing to reclaim (no swap modelled, demotion off): should_reclaim_retry gives up and
+    # the run ends in the simulated OOM, saying why reclaim could not help
+    with pytest.raises(SimulationError) as e:
+        numasim.run(EATERS, overrides={"kernel.sysctl.demotion_enabled": False})
+    msg = str(e.value)
+    assert "MPOL_BIND to node 0" in msg and "node 0 (2.00 GiB) is full" in msg, msg
+    assert "direct reclaim could not demote: demotion_enabled is false" in msg, msg
 
 
 @pytest.mark.parametrize("override, loc", [

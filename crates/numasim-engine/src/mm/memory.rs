@@ -46,22 +46,29 @@ impl Kernel {
     }
 
     /// A new zeroed base page for page `idx` under `pol` (the VMA's or task's policy), mapped
-    /// writable; None (and `oom` set) when no node can give one.
+    /// writable; None (and `oom` set) when no node can give one, even after direct reclaim,
+    /// whose time is part of the fault's.
     pub fn map_anon_base_page(&mut self, t: usize, vma: usize, idx: u64, pol: &Mempolicy) -> Option<f64> {
-        let Some(node) = self.alloc_page(pol, self.tasks[t].cpu) else {
+        let mut reclaim_ns = 0.0;
+        let Some(node) = self.alloc_page(pol, self.tasks[t].cpu, &mut reclaim_ns) else {
             self.oom_no_page(t, pol);
             return None;
         };
-        Some(self.map_anon_folio(t, vma, idx, 0, node))
+        Some(self.map_anon_folio(t, vma, idx, 0, node) + reclaim_ns)
     }
 
-    /// No node under `pol` can give task `t` a page: the run stops with the simulated OOM.
+    /// No node under `pol` can give task `t` a page and direct reclaim could not demote: the
+    /// run stops with the simulated OOM (mm/page_alloc.c: __alloc_pages_may_oom).
     pub fn oom_no_page(&mut self, t: usize, pol: &Mempolicy) {
         let task = &self.tasks[t];
         let (_, mask) = pol.alloc_nodes(self.topo.cpu_node[task.cpu], self.topo.nr_nodes);
-        let full: Vec<String> = (0..self.topo.nr_nodes).filter(|n| mask & (1 << n) != 0).map(|n| format!("node {n} ({:.2} GiB)", self.nodes[n].present as f64 / 262144.0)).collect();
+        let nodes: Vec<usize> = (0..self.topo.nr_nodes).filter(|n| mask & (1 << n) != 0).collect();
+        let full: Vec<String> = nodes.iter().map(|&n| format!("node {n} ({:.2} GiB)", self.nodes[n].present as f64 / 262144.0)).collect();
         let verb = if full.len() == 1 { "is" } else { "are" };
-        self.oom = Some(format!("no free page for pid {} ({}) under {}: {} {verb} full", task.pid, task.comm, pol.describe(), full.join(", ")));
+        let mut why: Vec<String> = nodes.iter().map(|&n| self.why_no_demotion(n)).collect();
+        why.dedup();
+        self.oom =
+            Some(format!("no free page for pid {} ({}) under {}: {} {verb} full, and direct reclaim could not demote: {}", task.pid, task.comm, pol.describe(), full.join(", "), why.join("; ")));
     }
 
     /// A fault on an unmapped page: a shared mapping's page comes from its file (mm/shmem.rs),

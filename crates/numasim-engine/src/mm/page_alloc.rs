@@ -94,37 +94,41 @@ impl NodeMem {
     }
 }
 
+/// Retries of direct reclaim that made no progress before the OOM path (MAX_RECLAIM_RETRIES).
+const MAX_RECLAIM_RETRIES: u32 = 16;
+
 impl Kernel {
-    /// Allocate one page for a fault by a task on `cpu` under `pol`; returns its node.
-    pub fn alloc_page(&mut self, pol: &Mempolicy, cpu: usize) -> Option<usize> {
-        self.alloc_pages(pol, cpu, 0)
+    /// Allocate one page for a fault by a task on `cpu` under `pol` (GFP_HIGHUSER_MOVABLE: it
+    /// may reclaim directly, and the time it spends doing so is added to `sys_ns`, the fault's
+    /// system time); returns its node.
+    pub fn alloc_page(&mut self, pol: &Mempolicy, cpu: usize, sys_ns: &mut f64) -> Option<usize> {
+        self.alloc_pages_gfp(pol, cpu, 0, Some(sys_ns))
     }
 
     /// Allocate 2^order contiguous pages for a fault by a task on `cpu` under `pol`; returns
     /// the node. A large order also needs a free block, which fragmentation may deny per node.
-    // mm/page_alloc.c: __alloc_pages (fast path at the low watermark, then min), zonelist by distance
+    /// No direct reclaim: a large folio's fault allocation is GFP_TRANSHUGE_LIGHT (THP defrag
+    /// "madvise", the default) and falls back to a smaller order instead.
     pub fn alloc_pages(&mut self, pol: &Mempolicy, cpu: usize, order: u8) -> Option<usize> {
+        self.alloc_pages_gfp(pol, cpu, order, None)
+    }
+
+    /// The allocator: `direct_reclaim` (the caller's system time) when the allocation may
+    /// reclaim (__GFP_DIRECT_RECLAIM).
+    // mm/page_alloc.c: __alloc_pages (fast path at the low watermark, then min), zonelist by distance
+    fn alloc_pages_gfp(&mut self, pol: &Mempolicy, cpu: usize, order: u8, direct_reclaim: Option<&mut f64>) -> Option<usize> {
         let this = self.cpu_node(cpu);
         let nr = 1u64 << order;
         let (preferred, mask) = pol.alloc_nodes(this, self.topo.nr_nodes);
-        let mut node = None;
-        for (pass, wmark) in [|m: &NodeMem| m.wmark_low, |m: &NodeMem| m.wmark_min].into_iter().enumerate() {
-            if pass == 1 {
-                // __alloc_pages_slowpath: wake_all_kswapds before the min watermark
-                self.wake_all_kswapds(preferred, mask);
-            }
-            for i in 0..self.topo.nr_nodes {
-                let n = self.topo.nodes_by_distance(preferred)[i];
-                if mask & (1 << n) == 0 {
-                    continue;
-                }
-                if self.nodes[n].free() >= wmark(&self.nodes[n]) + nr && !self.high_order_fails(order) {
-                    node = Some(n);
-                    break;
-                }
-            }
-            if node.is_some() {
-                break;
+        let mut node = self.get_page_from_freelist(preferred, mask, order, |m| m.wmark_low);
+        if node.is_none() {
+            // __alloc_pages_slowpath: wake_all_kswapds before the min watermark
+            self.wake_all_kswapds(preferred, mask);
+            node = self.get_page_from_freelist(preferred, mask, order, |m| m.wmark_min);
+        }
+        if node.is_none() {
+            if let Some(sys_ns) = direct_reclaim {
+                node = self.alloc_pages_direct_reclaim(preferred, mask, cpu, order, sys_ns);
             }
         }
         let node = node?;
@@ -132,6 +136,54 @@ impl Kernel {
         self.zone_statistics(preferred, node, this, 1);
         self.count(VmEvent::Pgalloc, nr);
         Some(node)
+    }
+
+    /// The first node of the zonelist (by distance from `preferred`, within `mask`) whose free
+    /// pages stay at or above `wmark` after the allocation.
+    // mm/page_alloc.c: get_page_from_freelist (zone_watermark_fast)
+    fn get_page_from_freelist(&mut self, preferred: usize, mask: crate::topology::NodeMask, order: u8, wmark: fn(&NodeMem) -> u64) -> Option<usize> {
+        let nr = 1u64 << order;
+        for i in 0..self.topo.nr_nodes {
+            let n = self.topo.nodes_by_distance(preferred)[i];
+            if mask & (1 << n) == 0 {
+                continue;
+            }
+            if self.nodes[n].free() >= wmark(&self.nodes[n]) + nr && !self.high_order_fails(order) {
+                return Some(n);
+            }
+        }
+        None
+    }
+
+    /// Every allowed node is below its min watermark: the allocating task reclaims itself
+    /// (demotion, mm/vmscan.rs) and retries at the min watermark, while reclaim makes progress,
+    /// or up to MAX_RECLAIM_RETRIES times without, while the reclaimable and free pages of
+    /// some node would pass it. None goes to the OOM path.
+    // mm/page_alloc.c: __alloc_pages_slowpath -> __alloc_pages_direct_reclaim (__perform_reclaim,
+    // then get_page_from_freelist), should_reclaim_retry
+    fn alloc_pages_direct_reclaim(&mut self, preferred: usize, mask: crate::topology::NodeMask, cpu: usize, order: u8, sys_ns: &mut f64) -> Option<usize> {
+        let nr = 1u64 << order;
+        let mut no_progress_loops = 0;
+        loop {
+            // mm/page_alloc.c: __perform_reclaim -> try_to_free_pages
+            let progress = self.try_to_free_pages(preferred, mask, cpu, sys_ns);
+            if let Some(n) = self.get_page_from_freelist(preferred, mask, order, |m| m.wmark_min) {
+                return Some(n);
+            }
+            // mm/page_alloc.c: should_reclaim_retry
+            if progress > 0 {
+                no_progress_loops = 0;
+            } else {
+                no_progress_loops += 1;
+            }
+            if no_progress_loops > MAX_RECLAIM_RETRIES {
+                return None;
+            }
+            let retry = (0..self.topo.nr_nodes).any(|n| mask & (1 << n) != 0 && self.nodes[n].free() + self.zone_reclaimable_pages(n) >= self.nodes[n].wmark_min + nr);
+            if !retry {
+                return None;
+            }
+        }
     }
 
     /// Allocate on exactly `node` without reclaim (__GFP_THISNODE | __GFP_NORETRY), e.g. a migration target.
@@ -196,9 +248,9 @@ mod tests {
     fn default_policy_falls_back_to_the_next_node() {
         let mut k = small_kernel("");
         let before = (k.vmstat.get(NumaHit), k.vmstat.get(NumaMiss));
-        assert_eq!(k.alloc_page(&Mempolicy::DEFAULT, 0), Some(0));
+        assert_eq!(k.alloc_page(&Mempolicy::DEFAULT, 0, &mut 0.0), Some(0));
         k.nodes[0].used = k.nodes[0].present - k.nodes[0].wmark_min;
-        assert_eq!(k.alloc_page(&Mempolicy::DEFAULT, 0), Some(1));
+        assert_eq!(k.alloc_page(&Mempolicy::DEFAULT, 0, &mut 0.0), Some(1));
         assert_eq!((k.vmstat.get(NumaHit) - before.0, k.vmstat.get(NumaMiss) - before.1), (1, 1));
     }
 
@@ -210,10 +262,10 @@ mod tests {
         let mut k = small_kernel("");
         let before: Vec<_> = k.nodes.iter().map(|n| n.numastat).collect();
         let delta = |k: &crate::kernel::Kernel, n: usize, s: super::NumaStat| k.nodes[n].numastat[s as usize] - before[n][s as usize];
-        assert_eq!(k.alloc_page(&Mempolicy::DEFAULT, 0), Some(0)); // CPU 0 is on node 0
+        assert_eq!(k.alloc_page(&Mempolicy::DEFAULT, 0, &mut 0.0), Some(0)); // CPU 0 is on node 0
         assert_eq!((delta(&k, 0, Hit), delta(&k, 0, LocalNode)), (1, 1));
         k.nodes[0].used = k.nodes[0].present - k.nodes[0].wmark_min;
-        assert_eq!(k.alloc_page(&Mempolicy::DEFAULT, 0), Some(1)); // node 0 full: node 1 gives it
+        assert_eq!(k.alloc_page(&Mempolicy::DEFAULT, 0, &mut 0.0), Some(1)); // node 0 full: node 1 gives it
         assert_eq!((delta(&k, 1, Miss), delta(&k, 1, OtherNode), delta(&k, 0, Foreign)), (1, 1, 1));
         assert_eq!((delta(&k, 1, Hit), delta(&k, 0, Miss), delta(&k, 1, Foreign)), (0, 0, 0));
     }
@@ -231,12 +283,37 @@ mod tests {
         assert_eq!(k.vmstat.get(NumaHit) - after.0, 1, "a migration target too");
     }
 
+    /// mm/page_alloc.c: __alloc_pages_direct_reclaim -> __perform_reclaim -> try_to_free_pages
+    /// (sc->nr_to_reclaim = SWAP_CLUSTER_MAX) — an order-0 allocation bound to a DRAM node at
+    /// its min watermark reclaims 32 pages by demotion and takes one; the next 31 allocations
+    /// find them free, the 33rd reclaims again. The time goes to the caller's `sys_ns`; a large
+    /// folio (GFP_TRANSHUGE_LIGHT) does not reclaim and falls back.
+    #[test]
+    fn direct_reclaim_frees_a_cluster_per_attempt() {
+        let mut k = crate::testutil::tiered_kernel("demotion_enabled = true", 2);
+        let bind0 = Mempolicy::bind(0b1);
+        k.nodes[0].used = k.nodes[0].present - k.nodes[0].wmark_min;
+        assert_eq!(k.alloc_pages(&bind0, 0, 9), None, "no direct reclaim for a THP");
+        assert_eq!(k.vmstat.get(PgdemoteDirect), 0);
+        let mut sys = 0.0;
+        assert_eq!(k.alloc_page(&bind0, 0, &mut sys), Some(0));
+        assert_eq!(k.vmstat.get(PgdemoteDirect), 32);
+        assert!(sys > 32.0 * k.cost.migrate_page_ns, "{sys} ns of direct reclaim");
+        for _ in 0..31 {
+            let before = sys;
+            assert_eq!(k.alloc_page(&bind0, 0, &mut sys), Some(0));
+            assert_eq!((k.vmstat.get(PgdemoteDirect), sys), (32, before), "the reclaimed pages serve the next allocations");
+        }
+        assert_eq!(k.alloc_page(&bind0, 0, &mut sys), Some(0));
+        assert_eq!(k.vmstat.get(PgdemoteDirect), 64);
+    }
+
     /// mm/mempolicy.c: MPOL_BIND — only the bound nodes; none left means no page (OOM).
     #[test]
     fn bind_policy_never_leaves_its_nodes() {
         let mut k = small_kernel("");
         k.nodes[1].used = k.nodes[1].present - k.nodes[1].wmark_min;
-        assert_eq!(k.alloc_page(&Mempolicy::bind(0b10), 0), None);
-        assert_eq!(k.alloc_page(&Mempolicy::bind(0b11), 2), Some(0));
+        assert_eq!(k.alloc_page(&Mempolicy::bind(0b10), 0, &mut 0.0), None);
+        assert_eq!(k.alloc_page(&Mempolicy::bind(0b11), 2, &mut 0.0), Some(0));
     }
 }

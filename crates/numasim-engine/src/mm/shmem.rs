@@ -74,7 +74,8 @@ impl Kernel {
         let mut cost = self.cost.fault_entry_exit_ns;
         if !self.shmem[file].cache.populated(idx) {
             let pol = self.vma_policy(t, vma);
-            let Some(node) = self.alloc_page(&pol, self.tasks[t].cpu) else {
+            // direct reclaim's time, if any, is the fault's
+            let Some(node) = self.alloc_page(&pol, self.tasks[t].cpu, &mut cost) else {
                 self.oom_no_page(t, &pol);
                 return None;
             };

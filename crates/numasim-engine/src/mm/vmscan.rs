@@ -14,7 +14,11 @@
 //! per tick while awake (on an idle CPU of its node: it takes no time from the node's tasks),
 //! each folio it checks costing a PTE access-bit test (`pte_update_ns`) and each demotion what
 //! migrate_pages charges its caller. It stays awake across ticks until the node is balanced,
-//! so allocations and promotions that need free memory fail meanwhile.
+//! so promotions that need free memory fail meanwhile.
+//!
+//! Direct reclaim: a fault allocation that finds every allowed node below its min watermark
+//! runs the same LRU walk itself (`try_to_free_pages`, SWAP_CLUSTER_MAX pages, counted as
+//! pgdemote_direct), its time added to the fault's system time (mm/page_alloc.rs).
 
 use crate::kernel::Kernel;
 use crate::mm::migrate::MigrateMode;
@@ -29,8 +33,24 @@ pub struct LruEntry {
     pub stamp: f64,
 }
 
-/// Folios isolated and demoted at once (SWAP_CLUSTER_MAX).
-const SWAP_CLUSTER_MAX: usize = 32;
+/// Folios isolated and demoted at once (SWAP_CLUSTER_MAX), and what one direct reclaim asks.
+pub const SWAP_CLUSTER_MAX: usize = 32;
+
+/// Who reclaims (current_is_kswapd(), sc->reclaimer): kswapd, within its node's CPU credit, or
+/// a task in direct reclaim on `cpu`, which pays the time itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reclaimer {
+    Kswapd,
+    Direct { cpu: usize },
+}
+
+/// What one `shrink_node` did: base pages demoted, a direct reclaimer's CPU time (ns), and
+/// false when kswapd's credit ran out first.
+struct Shrunk {
+    demoted: u64,
+    cpu_ns: f64,
+    finished: bool,
+}
 
 impl Kernel {
     // mm/vmscan.c: wakeup_kswapd (a node without memory has no kswapd to wake)
@@ -103,18 +123,36 @@ impl Kernel {
     fn balance_pgdat(&mut self, node: usize) -> bool {
         let m = &self.nodes[node];
         let mark = if self.tiering_mode() { m.wmark_promo } else { m.wmark_high };
-        let mut want = mark.saturating_sub(m.free());
+        let want = mark.saturating_sub(m.free());
         let Some(&target) = self.tiers.demotion[node].first() else { return true };
-        // every folio is looked at at most twice: a referenced one once more after its rotation
-        let mut budget = 2 * self.nodes[node].lru.len();
-        // processes with a runnable task (what a page outside random-access VMAs asks)
+        let running = self.running_mms();
+        self.shrink_node(node, target, want, &running, Reclaimer::Kswapd).finished
+    }
+
+    /// Processes with a runnable task (what `folio_referenced` asks of a page outside
+    /// random-access VMAs).
+    fn running_mms(&self) -> Vec<bool> {
         let mut running = vec![false; self.mms.len()];
         for t in self.tasks.iter().filter(|t| t.runnable()) {
             running[t.mm] = true;
         }
+        running
+    }
+
+    /// The LRU walk kswapd and direct reclaim share: take folios from the old end of `node`'s
+    /// LRU, rotate the referenced ones, and demote the others to `target` in batches of
+    /// SWAP_CLUSTER_MAX until `want` pages are demoted, a batch demotes nothing (nothing cold,
+    /// or the lower tier is full: no swap to fall back on) or, for kswapd, its CPU credit runs
+    /// out. kswapd pays each batch from its credit; a direct reclaimer's time is returned.
+    // mm/vmscan.c: shrink_node -> shrink_lruvec -> shrink_inactive_list -> shrink_folio_list
+    fn shrink_node(&mut self, node: usize, target: usize, mut want: u64, running: &[bool], who: Reclaimer) -> Shrunk {
+        let mut out = Shrunk { demoted: 0, cpu_ns: 0.0, finished: true };
+        // every folio is looked at at most twice: a referenced one once more after its rotation
+        let mut budget = 2 * self.nodes[node].lru.len();
         while want > 0 && budget > 0 {
-            if self.nodes[node].kswapd_credit_ns <= 0.0 {
-                return false;
+            if who == Reclaimer::Kswapd && self.nodes[node].kswapd_credit_ns <= 0.0 {
+                out.finished = false;
+                return out;
             }
             let mut batch = Vec::new();
             let mut checked = 0u64;
@@ -125,7 +163,7 @@ impl Kernel {
                 if !self.lru_entry_valid(e.page, node) {
                     continue;
                 }
-                if self.folio_referenced(e, &running) {
+                if self.folio_referenced(e, running) {
                     let stamp = self.lru_stamp(e.page.mm, e.page.vma);
                     self.nodes[node].lru.push_back(LruEntry { stamp, ..e });
                 } else {
@@ -133,16 +171,74 @@ impl Kernel {
                 }
             }
             let mut cpu_ns = checked as f64 * self.cost.pte_update_ns;
-            let demoted = if batch.is_empty() { 0 } else { self.demote_folio_list(&batch, node, target, &mut cpu_ns) };
-            let m = &mut self.nodes[node];
-            m.kswapd_credit_ns -= cpu_ns;
-            m.kswapd_cpu_ns += cpu_ns;
+            let demoted = if batch.is_empty() { 0 } else { self.demote_folio_list(&batch, node, target, who, &mut cpu_ns) };
+            match who {
+                Reclaimer::Kswapd => {
+                    let m = &mut self.nodes[node];
+                    m.kswapd_credit_ns -= cpu_ns;
+                    m.kswapd_cpu_ns += cpu_ns;
+                }
+                Reclaimer::Direct { .. } => out.cpu_ns += cpu_ns,
+            }
             if demoted == 0 {
                 break; // nothing cold, or the lower tier is full: no swap to fall back on
             }
             want = want.saturating_sub(demoted);
+            out.demoted += demoted;
         }
-        true
+        out
+    }
+
+    /// Direct reclaim by the allocating task on `cpu` (PF_MEMALLOC, its own time): demote from
+    /// the nodes the allocation may use, nearest to `preferred` first, until SWAP_CLUSTER_MAX
+    /// pages (sc->nr_to_reclaim) are reclaimed or every node was tried. Returns the pages
+    /// reclaimed (did_some_progress) and adds the CPU time to `sys_ns`. A node reclaims only
+    /// by demotion, so only with demotion_enabled and a demotion target (can_demote).
+    // mm/vmscan.c: try_to_free_pages -> do_try_to_free_pages -> shrink_zones -> shrink_node
+    pub fn try_to_free_pages(&mut self, preferred: usize, mask: crate::topology::NodeMask, cpu: usize, sys_ns: &mut f64) -> u64 {
+        if !self.lru_tracking {
+            return 0;
+        }
+        let running = self.running_mms();
+        let mut reclaimed = 0;
+        for i in 0..self.topo.nr_nodes {
+            let n = self.topo.nodes_by_distance(preferred)[i];
+            if mask & (1 << n) == 0 {
+                continue;
+            }
+            // can_demote: the preferred target only (see demote_folio_list)
+            let Some(&target) = self.tiers.demotion[n].first() else { continue };
+            let out = self.shrink_node(n, target, SWAP_CLUSTER_MAX as u64 - reclaimed, &running, Reclaimer::Direct { cpu });
+            *sys_ns += out.cpu_ns;
+            reclaimed += out.demoted;
+            if reclaimed >= SWAP_CLUSTER_MAX as u64 {
+                break;
+            }
+        }
+        reclaimed
+    }
+
+    /// Pages direct reclaim could still free on `node` (the LRU where demotion can take it):
+    /// what should_reclaim_retry adds to the free pages.
+    // mm/vmscan.c: zone_reclaimable_pages (anon LRU counted when can_reclaim_anon_pages -> can_demote)
+    pub fn zone_reclaimable_pages(&self, node: usize) -> u64 {
+        if self.lru_tracking && !self.tiers.demotion[node].is_empty() {
+            self.nodes[node].lru.len() as u64
+        } else {
+            0
+        }
+    }
+
+    /// Why direct reclaim could not demote from `node` (the simulated OOM's message).
+    pub fn why_no_demotion(&self, node: usize) -> String {
+        if !self.cfg.tiering.demotion_enabled {
+            return "demotion_enabled is false (and no swap is modelled)".into();
+        }
+        match self.tiers.demotion[node].first() {
+            None => format!("node {node} has no demotion target"),
+            Some(&t) if self.nodes[t].free() <= self.nodes[t].wmark_min => format!("node {node}'s demotion target, node {t}, is full"),
+            Some(_) => format!("node {node} has no cold folio (every folio referenced since its last check)"),
+        }
     }
 
     fn lru_entry_valid(&self, p: PageRef, node: usize) -> bool {
@@ -169,13 +265,19 @@ impl Kernel {
         }
     }
 
-    /// Migrate `pages` (on `node`) to the lower tier: the preferred target, no reclaim there.
-    /// Returns the base pages demoted.
+    /// Migrate `pages` (on `node`) to the lower tier: the preferred target, no reclaim there
+    /// (alloc_demote_folio's fallback to the rest of the lower tier is not modelled). kswapd
+    /// runs on a CPU of its node, a direct reclaimer on its own. Returns the base pages demoted,
+    /// counted as pgdemote_kswapd or pgdemote_direct.
     // mm/vmscan.c: demote_folio_list (MR_DEMOTION, MIGRATE_ASYNC), shrink_inactive_list
-    fn demote_folio_list(&mut self, pages: &[PageRef], node: usize, target: usize, cpu_ns: &mut f64) -> u64 {
-        let cpu = self.topo.node_cpus[node].first().copied().unwrap_or(0);
+    // (PGDEMOTE_KSWAPD + reclaimer_offset())
+    fn demote_folio_list(&mut self, pages: &[PageRef], node: usize, target: usize, who: Reclaimer, cpu_ns: &mut f64) -> u64 {
+        let (cpu, event) = match who {
+            Reclaimer::Kswapd => (self.topo.node_cpus[node].first().copied().unwrap_or(0), VmEvent::PgdemoteKswapd),
+            Reclaimer::Direct { cpu } => (cpu, VmEvent::PgdemoteDirect),
+        };
         let out = self.migrate_pages(pages, target, cpu, MigrateMode::Async);
-        self.count(VmEvent::PgdemoteKswapd, out.succeeded);
+        self.count(event, out.succeeded);
         *cpu_ns += out.cost;
         out.succeeded
     }
@@ -183,7 +285,92 @@ impl Kernel {
 
 #[cfg(test)]
 mod tests {
+    use crate::kernel::Kernel;
+    use crate::mm::types::{VM_READ, VM_WRITE};
     use crate::testutil::tiered_kernel;
+    use crate::vmstat::VmEvent::PgdemoteDirect;
+
+    /// The tiered kernel's memhog (asleep, holding 768 MiB of the 1 GiB DRAM node, MPOL_BIND to
+    /// it) faults in a new VMA larger than the node's free memory, page by page through the
+    /// fault path (access_page, charge_sys), with no kswapd run in between: kswapd is woken but
+    /// never catches up. Returns the task, its mm and the pages faulted before an OOM, with the
+    /// largest (system time of a fault that reclaimed - what the fault itself costs - its
+    /// demotions' migrate_page_ns) seen.
+    fn bound_fill(k: &mut Kernel) -> (usize, usize, u64, Option<f64>) {
+        let t = k.tasks.iter().position(|t| t.comm == "memhog").expect("the memhog");
+        let mm = k.tasks[t].mm;
+        assert!(!k.tasks[t].runnable(), "the memhog sleeps once it holds its memory");
+        let pages = k.nodes[0].free() + 8192;
+        let vma = k.mms[mm].mmap_anon(pages, VM_READ | VM_WRITE);
+        let fault = k.cost.fault_entry_exit_ns + k.cost.clear_page_ns;
+        let mut budget = 1e18;
+        let mut min_extra: Option<f64> = None;
+        for idx in 0..pages {
+            let (sys, direct) = (k.tasks[t].sys_ns, k.vmstat.get(PgdemoteDirect));
+            if !k.access_page(t, vma, idx, true, &mut budget) {
+                return (t, mm, idx, min_extra);
+            }
+            let demoted = k.vmstat.get(PgdemoteDirect) - direct;
+            if demoted > 0 {
+                let extra = k.tasks[t].sys_ns - sys - fault - demoted as f64 * k.cost.migrate_page_ns;
+                min_extra = Some(min_extra.map_or(extra, |m| m.min(extra)));
+            }
+        }
+        (t, mm, pages, min_extra)
+    }
+
+    /// mm/page_alloc.c: __alloc_pages_slowpath -> __alloc_pages_direct_reclaim ->
+    /// __perform_reclaim -> try_to_free_pages (mm/vmscan.c: do_try_to_free_pages -> shrink_zones
+    /// -> shrink_node -> shrink_folio_list -> demote_folio_list) — an allocation bound to a
+    /// full DRAM node, with demotion enabled, succeeds: the faulting task demotes cold folios
+    /// to the lower tier itself (pgdemote_direct, at least SWAP_CLUSTER_MAX per reclaim), the
+    /// time is its system time, and every page is still accounted for (invariants).
+    #[test]
+    fn direct_reclaim_demotes_for_an_allocation_bound_to_a_full_node() {
+        let mut k = tiered_kernel("demotion_enabled = true", 2);
+        let (kswapd, used1) = (k.vmstat.get(crate::vmstat::VmEvent::PgdemoteKswapd), k.nodes[1].used);
+        let pages = k.nodes[0].free() + 8192;
+        let held: u64 = k.mms.iter().map(|m| m.node_pages[0] + m.node_pages[1]).sum();
+        let (_, _, done, min_extra) = bound_fill(&mut k);
+        assert_eq!(done, pages, "every fault succeeds: {:?}", k.oom);
+        assert!(k.oom.is_none());
+        let direct = k.vmstat.get(PgdemoteDirect);
+        assert!(direct >= 8192, "the pages past the node's free memory were demoted: {direct}");
+        assert_eq!(k.vmstat.get(crate::vmstat::VmEvent::PgdemoteKswapd), kswapd, "kswapd never ran");
+        assert_eq!(k.nodes[1].used, used1 + direct, "demoted pages land on the lower tier");
+        assert!(k.nodes[0].free() >= k.nodes[0].wmark_min, "the node stays above min");
+        // the reclaim's CPU time (access-bit tests, TLB flush) is the faulting task's, beyond the copies
+        assert!(min_extra.is_some_and(|e| e > 0.0), "a reclaiming fault costs its task more than the fault and the copies: {min_extra:?}");
+        crate::invariants::check_counters(&k).expect("pages conserved, numastat sums");
+        for m in 0..k.mms.len() {
+            crate::invariants::check_mm(&k, m).expect("page tables agree with the counters");
+        }
+        assert_eq!(k.mms.iter().map(|m| m.node_pages[0] + m.node_pages[1]).sum::<u64>(), held + pages);
+    }
+
+    /// mm/page_alloc.c: should_reclaim_retry -> __alloc_pages_may_oom — reclaim that cannot
+    /// demote makes no progress, and the allocation ends in the simulated OOM, whose message
+    /// says why: demotion disabled, or the lower tier full (MAX_RECLAIM_RETRIES passes).
+    #[test]
+    fn direct_reclaim_that_cannot_demote_ends_in_the_oom() {
+        let mut k = tiered_kernel("demotion_enabled = false", 2);
+        let pages = k.nodes[0].free() + 8192;
+        let (_, _, done, _) = bound_fill(&mut k);
+        assert!(done < pages, "the fill stops at the node's min watermark");
+        let oom = k.oom.clone().expect("the simulated OOM");
+        assert!(oom.contains("node 0 (1.00 GiB) is full") && oom.contains("direct reclaim could not demote: demotion_enabled is false"), "{oom}");
+        assert_eq!(k.vmstat.get(PgdemoteDirect), 0);
+
+        let mut k = tiered_kernel("demotion_enabled = true", 2);
+        let filler = k.nodes[1].free() - k.nodes[1].wmark_min;
+        k.nodes[1].used += filler; // the lower tier full
+        bound_fill(&mut k);
+        let oom = k.oom.clone().expect("the simulated OOM");
+        assert!(oom.contains("node 0's demotion target, node 1, is full"), "{oom}");
+        assert_eq!(k.vmstat.get(PgdemoteDirect), 0);
+        k.nodes[1].used -= filler;
+        crate::invariants::check_counters(&k).expect("pages conserved");
+    }
 
     /// mm/vmscan.c: balance_pgdat + demote_folio_list — a woken kswapd of a full DRAM node
     /// demotes its coldest folios to the lower tier until free pages reach the promo watermark
