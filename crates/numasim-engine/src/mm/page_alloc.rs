@@ -31,6 +31,8 @@ pub struct NodeMem {
     pub kswapd_cpu_ns: f64,
     /// The node's LRU, oldest first, kept only where reclaim can demote (mm/vmscan.rs).
     pub lru: std::collections::VecDeque<crate::mm::vmscan::LruEntry>,
+    /// The active list, oldest first (mm/vmscan.rs); `lru` is the inactive one.
+    pub lru_active: std::collections::VecDeque<crate::mm::vmscan::LruEntry>,
     /// numabalancing_migrate_next_window (ns) and _nr_pages (3.8-4.18 rate limit).
     pub migrate_next_window: u64,
     pub migrate_nr_pages: u64,
@@ -81,6 +83,7 @@ impl NodeMem {
                     kswapd_credit_ns: 0.0,
                     kswapd_cpu_ns: 0.0,
                     lru: Default::default(),
+                    lru_active: Default::default(),
                     migrate_next_window: 0,
                     migrate_nr_pages: 0,
                     numastat: [0; NR_NUMA_STAT],

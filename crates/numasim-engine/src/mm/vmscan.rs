@@ -2,13 +2,16 @@
 //! modelled as reclaim (anonymous memory without swap has nothing else to reclaim), so
 //! kswapd does nothing unless `demotion_enabled` and the node has a demotion target.
 //!
-//! The LRU is one list per node, oldest first, fed where folios leave a CPU's LRU add batch.
-//! The access model decides `folio_referenced`, not every access: a page of a random-access
-//! VMA was referenced since its last check with probability 1 - exp(-p(k) x accesses since),
-//! a page of any other VMA (streams that sweep their memory) if its process has a runnable
-//! task.
-//! A referenced folio is rotated to the young end (activation and second chance folded in
-//! one list: an approximation of the active/inactive lists).
+//! The LRU of a node is an inactive and an active list, oldest first (the classic LRU; MGLRU is
+//! not modelled). A new anonymous folio joins the inactive list where it leaves a CPU's LRU add
+//! batch (b518154e59aa, v5.9: workingset protection on the anonymous LRU). The access model
+//! decides `folio_referenced`, not every access: a page of a random-access VMA was referenced
+//! since its last check with probability 1 - exp(-p(k) x accesses since), a page of any other
+//! VMA (streams that sweep their memory) if its process has a runnable task. On the inactive
+//! list a referenced folio is kept once (PG_referenced) and activated when referenced again
+//! (folio_check_references); an unreferenced one is demoted. When the inactive list is low
+//! against the active one (inactive_is_low), the oldest active folios are deactivated, their
+//! accessed bits cleared (shrink_active_list: anonymous folios are never kept active).
 //!
 //! kswapd is a kernel thread: it reclaims at the pace its CPU time allows, one tick of CPU
 //! per tick while awake (on an idle CPU of its node: it takes no time from the node's tasks),
@@ -25,12 +28,13 @@ use crate::mm::migrate::MigrateMode;
 use crate::mm::rmap::PageRef;
 use crate::vmstat::VmEvent;
 
-/// A folio on a node's LRU and the access count of its process (or the time, ns) when it
-/// was last checked.
+/// A folio on a node's LRU, the access count of its process (or the time, ns) when its
+/// accessed bits were last cleared, and its PG_referenced.
 #[derive(Debug, Clone, Copy)]
 pub struct LruEntry {
     pub page: PageRef,
     pub stamp: f64,
+    pub referenced: bool,
 }
 
 /// Folios isolated and demoted at once (SWAP_CLUSTER_MAX), and what one direct reclaim asks.
@@ -92,7 +96,35 @@ impl Kernel {
         }
         let node = v.pt.nid(page.idx) as usize;
         let stamp = self.lru_stamp(page.mm, page.vma);
-        self.nodes[node].lru.push_back(LruEntry { page, stamp });
+        self.nodes[node].lru.push_back(LruEntry { page, stamp, referenced: false });
+    }
+
+    /// The inactive list is too short against the active one: inactive x sqrt(10 x GiB of
+    /// both) < active (1 under a GiB).
+    // mm/vmscan.c: inactive_is_low
+    fn inactive_is_low(&self, node: usize) -> bool {
+        let (inactive, active) = (self.nodes[node].lru.len() as u64, self.nodes[node].lru_active.len() as u64);
+        let gb = (inactive + active) >> 18;
+        let ratio = if gb > 0 { (10 * gb).isqrt() } else { 1 };
+        inactive * ratio < active
+    }
+
+    /// Move up to `nr` of the oldest active folios to the young end of the inactive list,
+    /// their accessed bits cleared (folio_referenced is called, and an anonymous folio is
+    /// deactivated whatever it says). Returns the folios looked at.
+    // mm/vmscan.c: shrink_active_list
+    fn shrink_active_list(&mut self, node: usize, nr: usize) -> u64 {
+        let mut checked = 0;
+        for _ in 0..nr {
+            let Some(e) = self.nodes[node].lru_active.pop_front() else { break };
+            checked += 1;
+            if !self.lru_entry_valid(e.page, node) {
+                continue;
+            }
+            let stamp = self.lru_stamp(e.page.mm, e.page.vma);
+            self.nodes[node].lru.push_back(LruEntry { stamp, ..e });
+        }
+        checked
     }
 
     /// Give every awake kswapd this tick's CPU time (at the tick's end); one that balanced its
@@ -147,8 +179,8 @@ impl Kernel {
     // mm/vmscan.c: shrink_node -> shrink_lruvec -> shrink_inactive_list -> shrink_folio_list
     fn shrink_node(&mut self, node: usize, target: usize, mut want: u64, running: &[bool], who: Reclaimer) -> Shrunk {
         let mut out = Shrunk { demoted: 0, cpu_ns: 0.0, finished: true };
-        // every folio is looked at at most twice: a referenced one once more after its rotation
-        let mut budget = 2 * self.nodes[node].lru.len();
+        // every folio is looked at a few times at most: kept, activated, deactivated
+        let mut budget = 2 * (self.nodes[node].lru.len() + self.nodes[node].lru_active.len());
         while want > 0 && budget > 0 {
             if who == Reclaimer::Kswapd && self.nodes[node].kswapd_credit_ns <= 0.0 {
                 out.finished = false;
@@ -156,6 +188,9 @@ impl Kernel {
             }
             let mut batch = Vec::new();
             let mut checked = 0u64;
+            if self.inactive_is_low(node) {
+                checked += self.shrink_active_list(node, SWAP_CLUSTER_MAX);
+            }
             while batch.len() < SWAP_CLUSTER_MAX.min(want as usize) && budget > 0 {
                 budget -= 1;
                 checked += 1;
@@ -163,11 +198,17 @@ impl Kernel {
                 if !self.lru_entry_valid(e.page, node) {
                     continue;
                 }
+                // mm/vmscan.c: folio_check_references (PG_referenced tested and cleared)
                 if self.folio_referenced(e, running) {
                     let stamp = self.lru_stamp(e.page.mm, e.page.vma);
-                    self.nodes[node].lru.push_back(LruEntry { stamp, ..e });
+                    let entry = LruEntry { stamp, referenced: true, ..e };
+                    if e.referenced {
+                        self.nodes[node].lru_active.push_back(entry); // FOLIOREF_ACTIVATE
+                    } else {
+                        self.nodes[node].lru.push_back(entry); // FOLIOREF_KEEP
+                    }
                 } else {
-                    batch.push(e.page);
+                    batch.push(e.page); // FOLIOREF_RECLAIM
                 }
             }
             let mut cpu_ns = checked as f64 * self.cost.pte_update_ns;
@@ -223,7 +264,7 @@ impl Kernel {
     // mm/vmscan.c: zone_reclaimable_pages (anon LRU counted when can_reclaim_anon_pages -> can_demote)
     pub fn zone_reclaimable_pages(&self, node: usize) -> u64 {
         if self.lru_tracking && !self.tiers.demotion[node].is_empty() {
-            self.nodes[node].lru.len() as u64
+            (self.nodes[node].lru.len() + self.nodes[node].lru_active.len()) as u64
         } else {
             0
         }
@@ -403,5 +444,47 @@ mod tests {
             }
             k.nodes[0].used -= extra;
         }
+    }
+
+    /// mm/vmscan.c: folio_check_references + shrink_active_list — on the inactive list a folio
+    /// referenced once is kept (PG_referenced), referenced again activated; when the inactive
+    /// list is low, the oldest active folios are deactivated with their accessed bits cleared
+    /// and, unreferenced since, demoted (an anonymous folio is never kept active).
+    #[test]
+    fn referenced_twice_activates_and_deactivated_cold_folios_are_demoted() {
+        use super::Reclaimer;
+        let mut k = tiered_kernel("demotion_enabled = true", 2);
+        let valid = |k: &Kernel, l: &std::collections::VecDeque<super::LruEntry>| l.iter().filter(|e| k.lru_entry_valid(e.page, 0)).count();
+        let folios = valid(&k, &k.nodes[0].lru);
+        assert!(folios > 1000 && k.nodes[0].lru_active.is_empty(), "new anonymous folios join the inactive list");
+        let hot = vec![true; k.mms.len()];
+        let out = k.shrink_node(0, 1, 32, &hot, Reclaimer::Direct { cpu: 0 });
+        assert_eq!(out.demoted, 0, "every folio referenced: nothing demoted");
+        assert_eq!((valid(&k, &k.nodes[0].lru), valid(&k, &k.nodes[0].lru_active)), (0, folios), "kept once, then activated");
+        assert!(k.nodes[0].lru_active.iter().all(|e| e.referenced));
+        let cold = vec![false; k.mms.len()];
+        let out = k.shrink_node(0, 1, 64, &cold, Reclaimer::Direct { cpu: 0 });
+        assert_eq!(out.demoted, 64, "two clusters deactivated, then demoted");
+        assert_eq!(valid(&k, &k.nodes[0].lru_active), folios - 64);
+        assert_eq!(k.vmstat.get(PgdemoteDirect), 64);
+    }
+
+    /// mm/vmscan.c: inactive_is_low — inactive x int_sqrt(10 x GiB of both lists) < active.
+    #[test]
+    fn inactive_is_low_follows_the_size_ratio() {
+        let mut k = tiered_kernel("demotion_enabled = true", 2);
+        let e = *k.nodes[0].lru.front().expect("an LRU entry");
+        let set = |k: &mut Kernel, inactive: usize, active: usize| {
+            k.nodes[0].lru = std::iter::repeat_n(e, inactive).collect();
+            k.nodes[0].lru_active = std::iter::repeat_n(e, active).collect();
+        };
+        set(&mut k, 100, 100); // under a GiB: ratio 1
+        assert!(!k.inactive_is_low(0));
+        set(&mut k, 100, 101);
+        assert!(k.inactive_is_low(0));
+        set(&mut k, 150_000, 898_576); // 4 GiB: ratio int_sqrt(40) = 6, 900,000 < 898,576 is false
+        assert!(!k.inactive_is_low(0));
+        set(&mut k, 140_000, 908_576); // 840,000 < 908,576
+        assert!(k.inactive_is_low(0));
     }
 }
