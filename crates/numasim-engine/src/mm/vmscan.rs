@@ -172,7 +172,8 @@ impl Kernel {
     }
 
     /// The LRU walk kswapd and direct reclaim share: take folios from the old end of `node`'s
-    /// LRU, rotate the referenced ones, and demote the others to `target` in batches of
+    /// LRU, rotate the referenced ones, and demote the others (to next_demotion_node's pick per
+    /// batch; `target` when `node` has none) in batches of
     /// SWAP_CLUSTER_MAX until `want` pages are demoted, a batch demotes nothing (nothing cold,
     /// or the lower tier is full: no swap to fall back on) or, for kswapd, its CPU credit runs
     /// out. kswapd pays each batch from its credit; a direct reclaimer's time is returned.
@@ -212,7 +213,12 @@ impl Kernel {
                 }
             }
             let mut cpu_ns = checked as f64 * self.cost.pte_update_ns;
-            let demoted = if batch.is_empty() { 0 } else { self.demote_folio_list(&batch, node, target, who, &mut cpu_ns) };
+            let demoted = if batch.is_empty() {
+                0
+            } else {
+                let target = self.next_demotion_node(node).unwrap_or(target);
+                self.demote_folio_list(&batch, node, target, who, &mut cpu_ns)
+            };
             match who {
                 Reclaimer::Kswapd => {
                     let m = &mut self.nodes[node];
@@ -257,6 +263,18 @@ impl Kernel {
             }
         }
         reclaimed
+    }
+
+    /// Where a batch demoted from `node` goes: one of its preferred targets, at random when
+    /// several are equally near (no draw when there is one).
+    // mm/memory-tiers.c: next_demotion_node (node_random(&nd->preferred))
+    pub fn next_demotion_node(&mut self, node: usize) -> Option<usize> {
+        let n = self.tiers.demotion[node].len();
+        match n {
+            0 => None,
+            1 => Some(self.tiers.demotion[node][0]),
+            _ => Some(self.tiers.demotion[node][self.reclaim_rng.below(n as u64) as usize]),
+        }
     }
 
     /// Pages direct reclaim could still free on `node` (the LRU where demotion can take it):
@@ -486,5 +504,20 @@ mod tests {
         assert!(!k.inactive_is_low(0));
         set(&mut k, 140_000, 908_576); // 840,000 < 908,576
         assert!(k.inactive_is_low(0));
+    }
+
+    /// mm/memory-tiers.c: next_demotion_node — several equally near targets share a node's
+    /// demotions at random (node_random); one target takes them all without a random draw.
+    #[test]
+    fn equally_near_targets_share_demotions() {
+        let mut k = tiered_kernel("demotion_enabled = true", 2);
+        let before = k.reclaim_rng.clone();
+        assert_eq!(k.next_demotion_node(0), Some(1));
+        assert_eq!(k.reclaim_rng.clone().next_u64(), before.clone().next_u64(), "no draw for one target");
+        k.tiers.demotion[0] = vec![1, 2];
+        let picks: Vec<usize> = (0..200).filter_map(|_| k.next_demotion_node(0)).collect();
+        let ones = picks.iter().filter(|&&p| p == 1).count();
+        assert!(picks.iter().all(|&p| p == 1 || p == 2) && (60..=140).contains(&ones), "{ones} of 200 to node 1");
+        assert_eq!(k.next_demotion_node(1), None, "the lower tier demotes nowhere");
     }
 }
