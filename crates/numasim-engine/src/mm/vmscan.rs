@@ -217,7 +217,11 @@ impl Kernel {
                 0
             } else {
                 let target = self.next_demotion_node(node).unwrap_or(target);
-                self.demote_folio_list(&batch, node, target, who, &mut cpu_ns)
+                let demoted = self.demote_folio_list(&batch, node, target, who, &mut cpu_ns);
+                if demoted < batch.len() as u64 {
+                    self.putback_undemoted(&batch, node);
+                }
+                demoted
             };
             match who {
                 Reclaimer::Kswapd => {
@@ -263,6 +267,20 @@ impl Kernel {
             }
         }
         reclaimed
+    }
+
+    /// Folios of a demotion batch still on `node` (their migration failed: the lower tier is
+    /// full) go back to the LRU, activated: shrink_folio_list retries them without demotion,
+    /// and an anonymous folio that cannot go to swap (none is modelled) is activated.
+    // mm/vmscan.c: shrink_folio_list (demote_folios spliced back, retry; add_to_swap fails ->
+    // activate_locked)
+    fn putback_undemoted(&mut self, batch: &[PageRef], node: usize) {
+        for &page in batch {
+            if self.lru_entry_valid(page, node) {
+                let stamp = self.lru_stamp(page.mm, page.vma);
+                self.nodes[node].lru_active.push_back(LruEntry { page, stamp, referenced: false });
+            }
+        }
     }
 
     /// Where a batch demoted from `node` goes: one of its preferred targets, at random when
@@ -519,5 +537,21 @@ mod tests {
         let ones = picks.iter().filter(|&&p| p == 1).count();
         assert!(picks.iter().all(|&p| p == 1 || p == 2) && (60..=140).contains(&ones), "{ones} of 200 to node 1");
         assert_eq!(k.next_demotion_node(1), None, "the lower tier demotes nowhere");
+    }
+
+    /// mm/vmscan.c: shrink_folio_list — folios whose demotion failed (the lower tier is full)
+    /// are not lost from the LRU: without swap they are activated.
+    #[test]
+    fn undemoted_folios_go_back_to_the_lru_activated() {
+        use super::Reclaimer;
+        let mut k = tiered_kernel("demotion_enabled = true", 2);
+        let valid = |k: &Kernel| k.nodes[0].lru.iter().chain(&k.nodes[0].lru_active).filter(|e| k.lru_entry_valid(e.page, 0)).count();
+        let before = valid(&k);
+        k.nodes[1].used = k.nodes[1].present; // the lower tier full
+        let cold = vec![false; k.mms.len()];
+        let out = k.shrink_node(0, 1, 32, &cold, Reclaimer::Direct { cpu: 0 });
+        assert_eq!(out.demoted, 0);
+        assert_eq!(valid(&k), before, "every isolated folio is back on the LRU");
+        assert_eq!(k.nodes[0].lru_active.len(), 32, "activated");
     }
 }
