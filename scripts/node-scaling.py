@@ -8,6 +8,7 @@ migrated (each run's own counters), and the wall time per event. Runs the engine
 
     cargo build --release --example run
     python scripts/node-scaling.py target/release/examples/run [--repeat 2] [--nodes 2,4,8,16,32]
+    python scripts/node-scaling.py target/release/examples/run --cpus 64,128,256,512,1024   # CPU axis
 """
 
 import argparse
@@ -23,7 +24,7 @@ def matrix(n, f):
     return "[" + ", ".join("[" + ", ".join(str(f(i, j)) for j in range(n)) + "]" for i in range(n)) + "]"
 
 
-def machine(n: int) -> str:
+def machine(n: int, cpus: int = CPUS) -> str:
     near = lambda i, j: i == j or i // 2 == j // 2  # noqa: E731
     dist = lambda i, j: 10 if i == j else 20 if near(i, j) else 30  # noqa: E731
     lat = lambda i, j: 90.0 if i == j else 140.0 if near(i, j) else 190.0  # noqa: E731
@@ -32,7 +33,7 @@ def machine(n: int) -> str:
 profile = "xeon-platinum-2n-128c"
 name = "scale-{n}n"
 nodes = {n}
-cpus_per_node = {CPUS // n}
+cpus_per_node = {cpus // n}
 memory_gib_per_node = {MEM_GIB // n}
 distances = {matrix(n, dist)}
 [machine.cost]
@@ -69,8 +70,18 @@ def main() -> None:
     ap.add_argument("bin")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--nodes", default="2,4,8,16,32")
+    ap.add_argument("--cpus", help="instead: these CPU counts (comma-separated) on 8 nodes, numa01 only")
     a = ap.parse_args()
     nodes = [int(x) for x in a.nodes.split(",")]
+    if a.cpus:
+        print("| workload | nodes | CPUs | wall s (min) | peak RSS MiB | NUMA events | us per event |")
+        print("|---|---|---|---|---|---|---|")
+        for c in (int(x) for x in a.cpus.split(",")):
+            text = f"seed = 1\n{machine(8, c)}{WORKLOADS['numa01']}"
+            runs = [run(a.bin, text) for _ in range(a.repeat)]
+            wall, rss, events = min(r[0] for r in runs), max(r[1] for r in runs), runs[0][2]
+            print(f"| numa01 | 8 | {c} | {wall:.2f} | {rss:.0f} | {events:.3g} | {wall / events * 1e6:.3f} |", flush=True)
+        return
     print("| workload | nodes | CPUs/node | wall s (min) | peak RSS MiB | NUMA events | us per event |")
     print("|---|---|---|---|---|---|---|")
     for name, w in WORKLOADS.items():
