@@ -28,8 +28,8 @@ impl Kernel {
             let a = self.cpu_node(c);
             let share = if self.topo.siblings(c).any(|s| busy[s]) { self.cost.smt_share } else { 1.0 };
             let p = &mut self.tasks[t];
-            p.last_bytes[..nr].copy_from_slice(&p.cur_bytes[..nr]);
-            p.cur_bytes[..nr].fill(0.0);
+            std::mem::swap(&mut p.last_bytes, &mut p.cur_bytes);
+            p.cur_bytes.fill(0.0);
             let total: f64 = p.last_bytes[..nr].iter().sum();
             let single = matches!(p.program.get(p.pc), Some(Op::RandomAccess { .. }));
             let linear = match p.program.get(p.pc) {
