@@ -9,6 +9,7 @@ migrated (each run's own counters), and the wall time per event. Runs the engine
     cargo build --release --example run
     python scripts/node-scaling.py target/release/examples/run [--repeat 2] [--nodes 2,4,8,16,32]
     python scripts/node-scaling.py target/release/examples/run --cpus 64,128,256,512,1024   # CPU axis
+    python scripts/node-scaling.py target/release/examples/run --set-gib 16,64,256   # memory axis
 """
 
 import argparse
@@ -71,7 +72,20 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--nodes", default="2,4,8,16,32")
     ap.add_argument("--cpus", help="instead: these CPU counts (comma-separated) on 8 nodes, numa01 only")
+    ap.add_argument("--set-gib", help="instead: pmbench working sets of these GiB (comma-separated; 16 threads, "
+                    "uniform, 30 s) on 2 nodes with room for them")
     a = ap.parse_args()
+    if a.set_gib:
+        print("| workload | set GiB | wall s (min) | peak RSS MiB | bytes per set page | NUMA events | us per event |")
+        print("|---|---|---|---|---|---|---|")
+        for g in (int(x) for x in a.set_gib.split(",")):
+            w = WORKLOADS["pmbench"].replace("set_mib = 16384", f"set_mib = {g * 1024}")
+            m = machine(2).replace(f"memory_gib_per_node = {MEM_GIB // 2}", f"memory_gib_per_node = {max(MEM_GIB // 2, g)}")
+            runs = [run(a.bin, f"seed = 1\n{m}{w}") for _ in range(a.repeat)]
+            wall, rss, events = min(r[0] for r in runs), max(r[1] for r in runs), runs[0][2]
+            per_page = rss * 2**20 / (g * 2**18)
+            print(f"| pmbench | {g} | {wall:.2f} | {rss:.0f} | {per_page:.1f} | {events:.3g} | {wall / events * 1e6:.3f} |", flush=True)
+        return
     nodes = [int(x) for x in a.nodes.split(",")]
     if a.cpus:
         print("| workload | nodes | CPUs | wall s (min) | peak RSS MiB | NUMA events | us per event |")
