@@ -13,6 +13,23 @@ FIXTURES = Path(__file__).parent / "fixtures"
 BAD = sorted((FIXTURES / "bad").glob("*.toml"))
 SMALL_NUMA02 = FIXTURES / "good" / "numa02-small.toml"
 
+# A small tiered machine, numa_balancing = 2 on 6.12 with demotion: a DRAM node with 4 CPUs
+# (2 GiB) and a CPU-less kmem node (4 GiB) of intel-2s-128g; tests add [machine.cost] and
+# their [[workload]]s (tests/test_tiering.py, tests/test_plot.py).
+TIERED_MACHINE = """
+seed = 1
+[kernel]
+version = "6.12"
+numa_balancing = 2
+[kernel.sysctl]
+demotion_enabled = true
+[machine]
+profile = "intel-2s-128g"
+cpus_per_node = [4, 0]
+memory_type = ["dram", "kmem"]
+memory_gib_per_node = [2, 4]
+"""
+
 # A scaled-down numa02 (as fixtures/good/numa02-small.toml): 2 nodes x 4 CPUs,
 # 64 MiB, 20 passes, scanner delay/period 100 ms so balancing acts in ~0.3 s, the buffer
 # without a process image.

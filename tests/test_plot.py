@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import numasim
-from conftest import SMALL_NUMA02, numasim_cli
+from conftest import SMALL_NUMA02, TIERED_MACHINE, numasim_cli
 from fake_results import fake_result
 from numasim import plot, storage
 
@@ -16,19 +16,7 @@ SERIES = {"run.placement_interval_ms": 100}
 # A small tiered machine (as tests/test_tiering.py): a DRAM node with CPUs and a CPU-less kmem
 # node; a memory eater fills most of the DRAM, pmbench's pages start on the kmem node, hot ones
 # are promoted and kswapd demotes cold ones (0.3 s of wall time).
-TIERED = """
-seed = 1
-[kernel]
-version = "6.12"
-numa_balancing = 2
-[kernel.sysctl]
-demotion_enabled = true
-[machine]
-profile = "intel-2s-128g"
-cpus_per_node = [4, 0]
-memory_type = ["dram", "kmem"]
-memory_gib_per_node = [2, 4]
-[[workload]]
+TIERED = TIERED_MACHINE + """[[workload]]
 kind = "memory_eater"
 size_gib = 1.5
 node = 0

@@ -6,21 +6,10 @@ on the slow node."""
 import pytest
 
 import numasim
+from conftest import TIERED_MACHINE
 from numasim.exceptions import ScenarioError, SimulationError
 
-SCENARIO = """
-seed = 1
-[kernel]
-version = "6.12"
-numa_balancing = 2
-[kernel.sysctl]
-demotion_enabled = true
-[machine]
-profile = "intel-2s-128g"
-cpus_per_node = [4, 0]
-memory_type = ["dram", "kmem"]
-memory_gib_per_node = [2, 4]
-[machine.cost]
+SCENARIO = TIERED_MACHINE + """[machine.cost]
 # a CXL-like node: 3x DRAM's latency, a fifth of its bandwidth
 latency_ns = [[90.0, 270.0], [270.0, 90.0]]
 node_bandwidth_gibps = [143.0, 30.0]
@@ -106,19 +95,7 @@ def test_rate_limit_caps_promotion(runs):
 
 # Two memory eaters bound to the 2 GiB DRAM node (MPOL_BIND): the first holds 1.5 GiB, asleep;
 # the second fills 1 GiB from 2 s, faster than kswapd (one tick of CPU per tick) demotes.
-EATERS = """
-seed = 1
-[kernel]
-version = "6.12"
-numa_balancing = 2
-[kernel.sysctl]
-demotion_enabled = true
-[machine]
-profile = "intel-2s-128g"
-cpus_per_node = [4, 0]
-memory_type = ["dram", "kmem"]
-memory_gib_per_node = [2, 4]
-[[workload]]
+EATERS = TIERED_MACHINE + """[[workload]]
 kind = "memory_eater"
 size_gib = 1.5
 node = 0
