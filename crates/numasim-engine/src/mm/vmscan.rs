@@ -156,9 +156,11 @@ impl Kernel {
         let m = &self.nodes[node];
         let mark = if self.tiering_mode() { m.wmark_promo } else { m.wmark_high };
         let want = mark.saturating_sub(m.free());
-        let Some(&target) = self.tiers.demotion[node].first() else { return true };
+        if self.tiers.demotion[node].is_empty() {
+            return true;
+        }
         let running = self.running_mms();
-        self.shrink_node(node, target, want, &running, Reclaimer::Kswapd).finished
+        self.shrink_node(node, want, &running, Reclaimer::Kswapd).finished
     }
 
     /// Processes with a runnable task (what `folio_referenced` asks of a page outside
@@ -172,13 +174,12 @@ impl Kernel {
     }
 
     /// The LRU walk kswapd and direct reclaim share: take folios from the old end of `node`'s
-    /// LRU, rotate the referenced ones, and demote the others (to next_demotion_node's pick per
-    /// batch; `target` when `node` has none) in batches of
+    /// LRU, rotate the referenced ones, and demote the others (`node` has a demotion target) in batches of
     /// SWAP_CLUSTER_MAX until `want` pages are demoted, a batch demotes nothing (nothing cold,
     /// or the lower tier is full: no swap to fall back on) or, for kswapd, its CPU credit runs
     /// out. kswapd pays each batch from its credit; a direct reclaimer's time is returned.
     // mm/vmscan.c: shrink_node -> shrink_lruvec -> shrink_inactive_list -> shrink_folio_list
-    fn shrink_node(&mut self, node: usize, target: usize, mut want: u64, running: &[bool], who: Reclaimer) -> Shrunk {
+    fn shrink_node(&mut self, node: usize, mut want: u64, running: &[bool], who: Reclaimer) -> Shrunk {
         let mut out = Shrunk { demoted: 0, cpu_ns: 0.0, finished: true };
         // every folio is looked at a few times at most: kept, activated, deactivated
         let mut budget = 2 * (self.nodes[node].lru.len() + self.nodes[node].lru_active.len());
@@ -216,8 +217,7 @@ impl Kernel {
             let demoted = if batch.is_empty() {
                 0
             } else {
-                let target = self.next_demotion_node(node).unwrap_or(target);
-                let demoted = self.demote_folio_list(&batch, node, target, who, &mut cpu_ns);
+                let demoted = self.demote_folio_list(&batch, node, who, &mut cpu_ns);
                 if demoted < batch.len() as u64 {
                     self.putback_undemoted(&batch, node);
                 }
@@ -258,8 +258,10 @@ impl Kernel {
                 continue;
             }
             // can_demote: the preferred target only (see demote_folio_list)
-            let Some(&target) = self.tiers.demotion[n].first() else { continue };
-            let out = self.shrink_node(n, target, SWAP_CLUSTER_MAX as u64 - reclaimed, &running, Reclaimer::Direct { cpu });
+            if self.tiers.demotion[n].is_empty() {
+                continue;
+            }
+            let out = self.shrink_node(n, SWAP_CLUSTER_MAX as u64 - reclaimed, &running, Reclaimer::Direct { cpu });
             *sys_ns += out.cpu_ns;
             reclaimed += out.demoted;
             if reclaimed >= SWAP_CLUSTER_MAX as u64 {
@@ -342,13 +344,14 @@ impl Kernel {
         }
     }
 
-    /// Migrate `pages` (on `node`) to the lower tier: the preferred target, no reclaim there
+    /// Migrate `pages` (on `node`) to the lower tier: next_demotion_node's target, no reclaim there
     /// (alloc_demote_folio's fallback to the rest of the lower tier is not modelled). kswapd
     /// runs on a CPU of its node, a direct reclaimer on its own. Returns the base pages demoted,
     /// counted as pgdemote_kswapd or pgdemote_direct.
     // mm/vmscan.c: demote_folio_list (MR_DEMOTION, MIGRATE_ASYNC), shrink_inactive_list
     // (PGDEMOTE_KSWAPD + reclaimer_offset())
-    fn demote_folio_list(&mut self, pages: &[PageRef], node: usize, target: usize, who: Reclaimer, cpu_ns: &mut f64) -> u64 {
+    fn demote_folio_list(&mut self, pages: &[PageRef], node: usize, who: Reclaimer, cpu_ns: &mut f64) -> u64 {
+        let Some(target) = self.next_demotion_node(node) else { return 0 };
         let (cpu, event) = match who {
             Reclaimer::Kswapd => (self.topo.node_cpus[node].first().copied().unwrap_or(0), VmEvent::PgdemoteKswapd),
             Reclaimer::Direct { cpu } => (cpu, VmEvent::PgdemoteDirect),
@@ -494,12 +497,12 @@ mod tests {
         let folios = valid(&k, &k.nodes[0].lru);
         assert!(folios > 1000 && k.nodes[0].lru_active.is_empty(), "new anonymous folios join the inactive list");
         let hot = vec![true; k.mms.len()];
-        let out = k.shrink_node(0, 1, 32, &hot, Reclaimer::Direct { cpu: 0 });
+        let out = k.shrink_node(0, 32, &hot, Reclaimer::Direct { cpu: 0 });
         assert_eq!(out.demoted, 0, "every folio referenced: nothing demoted");
         assert_eq!((valid(&k, &k.nodes[0].lru), valid(&k, &k.nodes[0].lru_active)), (0, folios), "kept once, then activated");
         assert!(k.nodes[0].lru_active.iter().all(|e| e.referenced));
         let cold = vec![false; k.mms.len()];
-        let out = k.shrink_node(0, 1, 64, &cold, Reclaimer::Direct { cpu: 0 });
+        let out = k.shrink_node(0, 64, &cold, Reclaimer::Direct { cpu: 0 });
         assert_eq!(out.demoted, 64, "two clusters deactivated, then demoted");
         assert_eq!(valid(&k, &k.nodes[0].lru_active), folios - 64);
         assert_eq!(k.vmstat.get(PgdemoteDirect), 64);
@@ -549,7 +552,7 @@ mod tests {
         let before = valid(&k);
         k.nodes[1].used = k.nodes[1].present; // the lower tier full
         let cold = vec![false; k.mms.len()];
-        let out = k.shrink_node(0, 1, 32, &cold, Reclaimer::Direct { cpu: 0 });
+        let out = k.shrink_node(0, 32, &cold, Reclaimer::Direct { cpu: 0 });
         assert_eq!(out.demoted, 0);
         assert_eq!(valid(&k), before, "every isolated folio is back on the LRU");
         assert_eq!(k.nodes[0].lru_active.len(), 32, "activated");
