@@ -17,6 +17,7 @@ use crate::sched::select::SdFlag;
 use crate::sched::task::TaskState;
 use crate::trace::TraceKind;
 use crate::variants::{DelayDequeue, NumaMigrateRetry};
+use crate::workload::Op;
 
 impl Kernel {
     /// Tasks queued on `node`'s CPUs.
@@ -76,20 +77,16 @@ impl Kernel {
     /// Place the tasks cloned during a tick. The CPUs ran one after another, so the clones of
     /// parents on different CPUs are placed in the order of their instants in the tick, and a
     /// parent that blocked after its clones (pthread_join, wait) still counts on its CPU for
-    /// every clone up to its last one.
+    /// every clone up to its last one. A new task whose program starts by cloning (a forked
+    /// process creating its threads) and that lands on an idle CPU runs from its instant on,
+    /// so that its own clones take their place among the others'.
     // kernel/fork.c: kernel_clone -> wake_up_new_task, at the instant of each clone
     pub fn wake_up_new_tasks(&mut self, mut spawned: Vec<(f64, usize)>) {
         spawned.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let mut last: Vec<(usize, usize)> = Vec::new(); // (parent, index of its last clone)
-        for (i, &(_, t)) in spawned.iter().enumerate() {
-            if let Some(p) = self.tasks[t].parent {
-                match last.iter_mut().find(|(q, _)| *q == p) {
-                    Some(e) => e.1 = i,
-                    None => last.push((p, i)),
-                }
-            }
-        }
-        for (i, &(_, t)) in spawned.iter().enumerate() {
+        let mut last = Self::last_clones(&self.tasks, &spawned);
+        let mut i = 0;
+        while i < spawned.len() {
+            let (at, t) = spawned[i];
             // a parent forks while running: if it went to sleep later in the tick, count it
             // there (the other parents first, then this clone's own)
             let own = self.tasks[t].parent;
@@ -107,7 +104,46 @@ impl Kernel {
             for &(p, c) in &held {
                 self.cpus[c].rq.retain(|&x| x != p);
             }
+            let clones = self.start_in_tick(t, at);
+            if !clones.is_empty() {
+                let rest = spawned.split_off(i + 1);
+                spawned.extend(merge_by_instant(rest, clones));
+                last = Self::last_clones(&self.tasks, &spawned);
+            }
+            i += 1;
         }
+    }
+
+    /// (parent, index of its last clone in `spawned`) for every parent in it.
+    fn last_clones(tasks: &[crate::sched::task::Task], spawned: &[(f64, usize)]) -> Vec<(usize, usize)> {
+        let mut last: Vec<(usize, usize)> = Vec::new();
+        for (i, &(_, t)) in spawned.iter().enumerate() {
+            if let Some(p) = tasks[t].parent {
+                match last.iter_mut().find(|(q, _)| *q == p) {
+                    Some(e) => e.1 = i,
+                    None => last.push((p, i)),
+                }
+            }
+        }
+        last
+    }
+
+    /// A new task cloned at `at` ns into the tick whose program starts by cloning, alone on
+    /// its CPU: the CPU is woken (a reschedule IPI, as `wakeup_preempt` sends to an idle CPU)
+    /// and the task runs the rest of the tick. Returns the clones it made, with their instants.
+    // kernel/sched/core.c: wake_up_new_task -> wakeup_preempt -> resched_curr
+    fn start_in_tick(&mut self, t: usize, at: f64) -> Vec<(f64, usize)> {
+        let cpu = self.tasks[t].cpu;
+        let start = at + self.cost.ipi_send_ns + self.cost.ipi_receive_ns;
+        let clones_first = self.tasks[t].program.iter().find(|op| !matches!(op, Op::SetPolicy(_) | Op::SetAffinity(_))) == Some(&Op::Spawn);
+        if !clones_first || self.cpus[cpu].rq.as_slice() != [t] || start >= self.tick_ns as f64 {
+            return Vec::new();
+        }
+        let used = self.run_task_from(t, start);
+        self.tasks[t].sum_exec_runtime += used.round() as u64;
+        let mut clones = std::mem::take(&mut self.spawned);
+        clones.sort_by(|a, b| a.0.total_cmp(&b.0));
+        clones
     }
 
     fn dequeue(&mut self, t: usize) {
@@ -282,6 +318,18 @@ impl Kernel {
             }
         }
     }
+}
+
+/// Two lists sorted by instant merged into one (on a tie, `a`'s entry first).
+fn merge_by_instant(a: Vec<(f64, usize)>, b: Vec<(f64, usize)>) -> Vec<(f64, usize)> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut a, mut b) = (a.into_iter().peekable(), b.into_iter().peekable());
+    while let (Some(x), Some(y)) = (a.peek(), b.peek()) {
+        out.push(if y.0 < x.0 { b.next() } else { a.next() }.unwrap_or_default());
+    }
+    out.extend(a);
+    out.extend(b);
+    out
 }
 
 #[cfg(test)]

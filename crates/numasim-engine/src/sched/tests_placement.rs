@@ -163,27 +163,48 @@ fn imb_numa_nr_readers_need_it() {
     assert!(parse_scenario(&text.replace("[kernel.variants]\n", "[kernel.variants]\nimb_numa_nr = \"6.0\"\n")).is_ok());
 }
 
-/// kernel/fork.c: kernel_clone -> wake_up_new_task, at the instant of each clone — numa01's two
-/// processes each clone two threads, then block in pthread_join. Their clones interleave in
-/// time (each clone first touches the new thread's stack), so 6.1's find_idlest_group sees the
-/// other process running on the other node at every clone and keeps each process's threads
-/// with their parent: each process ends on one node. Placing one parent's clones before the
-/// other's, or dropping a parent that blocked later in the tick, splits both processes.
-#[test]
-fn concurrent_clones_are_placed_in_time_order_with_their_parents_counted() {
+/// numa01 (2 threads per process, 6.1, glibc image) until every task has started, with the
+/// fault entry cost `fault_ns`: (main thread, forked child), and each process's (main node,
+/// its threads' nodes), and the processes in the order of their clones (0 = the first's).
+fn numa01_fork(fault_ns: f64) -> (Vec<(usize, Vec<usize>)>, Vec<usize>) {
     let text = SMALL.replace("kind = \"numa02\"", "kind = \"numa01\"").replace("threads = 4", "threads = 2").replace("image = \"none\"", "image = \"glibc\"").replace("passes = 1000", "passes = 2");
+    let text = text.replace("fault_entry_exit_ns = 1000.0", &format!("fault_entry_exit_ns = {fault_ns}"));
     let s = parse_scenario(&format!("[kernel]\nversion = \"6.1\"\n{text}")).expect("parses");
     let mut sim = Simulation::new(&s).expect("builds");
-    let mains: Vec<usize> = (0..sim.k.tasks.len()).filter(|&t| sim.k.tasks[t].parent.is_none()).collect();
+    // the first process's main thread and the child it forks (numa01.c: fork() before malloc)
+    let k = &sim.k;
+    let mains: Vec<usize> = (0..k.tasks.len()).filter(|&t| k.tasks[t].parent.is_none_or(|p| k.tasks[p].mm != k.tasks[t].mm)).collect();
     assert_eq!(mains.len(), 2);
-    while sim.k.tasks.iter().any(|t| t.parent.is_some() && t.state == TaskState::NotStarted) {
-        assert!(sim.step().expect("steps"));
-    }
-    let nodes: Vec<(usize, Vec<usize>)> = mains.iter().map(|&m| (sim.k.task_node(m), sim.k.tasks[m].children.iter().map(|&c| sim.k.task_node(c)).collect())).collect();
-    assert_ne!(nodes[0].0, nodes[1].0, "the two processes start on different nodes: {nodes:?}");
+    assert_eq!(k.tasks[mains[1]].parent, Some(mains[0]), "the second process is forked by the first");
+    assert!(sim.step().expect("steps"));
+    let k = &sim.k;
+    assert!(k.tasks.iter().all(|t| t.state != TaskState::NotStarted), "the child starts in the tick of its fork and clones its threads in it");
+    let nodes = mains.iter().map(|&m| (k.task_node(m), k.tasks[m].children.iter().filter(|&&c| k.tasks[c].mm == k.tasks[m].mm).map(|&c| k.task_node(c)).collect())).collect();
+    let order = k.trace.events.iter().filter(|e| e.event == crate::trace::TraceKind::WakeupNew && e.pid != e.tgid).map(|e| usize::from(e.tgid != k.tasks[mains[0]].pid)).collect();
+    (nodes, order)
+}
+
+/// kernel/fork.c: kernel_clone -> wake_up_new_task, at the instant of each clone. numa01.c
+/// forks, then each process creates its threads and blocks in pthread_join. The child wakes
+/// on an idle CPU of the other node (a reschedule IPI later) and clones in the same tick, so
+/// the clones race: when a clone (its stack's first touch) takes longer than the child's
+/// wake-up, the two processes' clones alternate, 6.1's find_idlest_group sees the other
+/// process on the other node at every clone, and each process stays on its node; when the
+/// parent clones both threads before the child's first, the parent's second thread goes to
+/// the idler node and both processes split (the VM's split starts, docs/model.md).
+#[test]
+fn forked_process_clones_race_with_its_parents_in_time_order() {
+    // a stack fault of 5.4 us against a 1.9 us wake-up: alternating clones, each process whole
+    let (nodes, order) = numa01_fork(5000.0);
+    assert_eq!(order, [0, 1, 0, 1], "clones alternate: {order:?}");
+    assert_ne!(nodes[0].0, nodes[1].0, "the child is forked to the other node: {nodes:?}");
     for (main_node, threads) in &nodes {
         assert!(threads.iter().all(|n| n == main_node), "each process's threads on its node: {nodes:?}");
     }
+    // a 1.4 us stack fault: the parent's two clones come first and the processes split
+    let (nodes, order) = numa01_fork(1000.0);
+    assert_eq!(order, [0, 0, 1, 1], "the parent clones both first: {order:?}");
+    assert!(nodes.iter().all(|(_, threads)| threads[0] != threads[1]), "both processes split: {nodes:?}");
 }
 
 /// include/trace/events/sched.h: sched_wakeup_new — one event per new task, naming the node of

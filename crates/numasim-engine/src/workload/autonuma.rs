@@ -141,6 +141,9 @@ impl AutonumaSpec {
             Test::Numa01 | Test::Numa01ThreadAlloc => {
                 // numa01.c: nodemask_global = (time(NULL) & 1) + 1, shared by both processes
                 let x = rng.below(2) as usize;
+                // main() fork()s first, then each process mallocs its buffer and creates its
+                // threads: process 1 is the child of process 0's main thread
+                let mut parent_main = None;
                 for proc in 0..self.processes {
                     let mm = new_mm(k, &comm, self.threads);
                     let vma = k.mms[mm].mmap_anon(pages, VM_READ | VM_WRITE);
@@ -152,7 +155,14 @@ impl AutonumaSpec {
                         (Bind::Hard, _) => (second_half, Some(second_half)),
                         (Bind::Inverse, _) => (if proc == 1 { first_half } else { second_half }, Some(second_half)),
                     };
-                    let main = new_task(k, mm, &comm, index, vec![Op::Spawn, Op::Join], None, start_ns);
+                    let main = new_task(k, mm, &comm, index, vec![Op::Spawn, Op::Join], parent_main, if parent_main.is_some() { 0 } else { start_ns });
+                    if let Some(pm) = parent_main {
+                        // the fork comes before the parent's pthread_create calls
+                        k.tasks[main].pid = k.mms[mm].tgid;
+                        k.tasks[pm].children.retain(|&c| c != main);
+                        k.tasks[pm].children.insert(0, main);
+                    }
+                    parent_main = parent_main.or(Some(main));
                     set_binding(k, main, cpus, mem);
                     for i in 0..self.threads {
                         let (first, npages) = match self.test {

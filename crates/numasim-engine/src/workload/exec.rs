@@ -13,6 +13,9 @@ use crate::sched::task::{SweepState, TaskState};
 pub struct TickRun {
     /// ns of the tick left to run the program
     pub budget: f64,
+    /// ns of the tick the task had when it began running: the whole tick, or what is left of
+    /// it after a start inside the tick
+    start: f64,
     /// a SIGKILL takes effect at the end of the tick
     kill: bool,
     /// ns of the tick after the SIGKILL
@@ -71,11 +74,24 @@ impl Kernel {
         self.run_task_end(t, run)
     }
 
+    /// Run task `t` from `at` ns into the tick to its end (a new task that starts inside the
+    /// tick); returns the ns of CPU time it used.
+    pub fn run_task_from(&mut self, t: usize, at: f64) -> f64 {
+        let mut run = self.run_task_begin_with(t, self.tick_ns as f64 - at);
+        self.run_task_body(t, &mut run.budget);
+        self.run_task_end(t, run)
+    }
+
     /// The start of task `t`'s tick: its debts, the host's steal, a SIGKILL due in the tick and
     /// its hot pages; returns what is left of the tick to run its program.
     pub fn run_task_begin(&mut self, t: usize) -> TickRun {
+        self.run_task_begin_with(t, self.tick_ns as f64)
+    }
+
+    /// `run_task_begin` for a task that has `left` ns of the tick (it starts inside it).
+    fn run_task_begin_with(&mut self, t: usize, left: f64) -> TickRun {
         let tick = self.tick_ns as f64;
-        let mut b = tick;
+        let mut b = left;
         let wait = self.tasks[t].wait_debt_ns;
         if wait > 0.0 {
             // sleeping, e.g. in migration_entry_wait: the tick passes without work
@@ -108,7 +124,7 @@ impl Kernel {
             self.set_clock(b);
             self.touch_hot_pages(t, &mut b);
         }
-        TickRun { budget: b, kill: kill.is_some(), past_kill }
+        TickRun { budget: b, start: left, kill: kill.is_some(), past_kill }
     }
 
     /// Run task `t`'s program with `b` ns of its tick left, until the tick is used, the task
@@ -246,13 +262,13 @@ impl Kernel {
     /// The end of task `t`'s tick: a SIGKILL due in it takes effect; returns the ns of CPU
     /// time the task used.
     pub fn run_task_end(&mut self, t: usize, run: TickRun) -> f64 {
-        let tick = self.tick_ns as f64;
-        let used = tick - run.past_kill - run.budget.max(0.0);
+        let used = run.start - run.past_kill - run.budget.max(0.0);
         if run.kill && self.tasks[t].state == TaskState::Runnable {
             // kernel/signal.c: get_signal -> do_exit, wherever the program was (a task that
             // went to sleep first is woken by the signal and exits next tick)
-            self.set_clock(tick - used);
-            self.task_exit(t, used);
+            self.set_clock(run.start - used);
+            // the instant in the tick: the task's start in it (0 for a whole tick) plus its run
+            self.task_exit(t, self.tick_ns as f64 - run.start + used);
         }
         used
     }
