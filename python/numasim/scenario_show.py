@@ -67,7 +67,30 @@ def _workload(w: dict, image: str) -> dict:
     if "test" in w and "bind" in w:  # autonuma-benchmark
         for key in AUTONUMA_DROP:
             w.pop(key, None)
+    if w["kind"] == "program":
+        w = _program(w)
     w["image"] = image
+    return w
+
+
+def _given(d: dict) -> dict:
+    return {key: v for key, v in d.items() if v is not None}
+
+
+def _program(w: dict) -> dict:
+    """A resolved `program` under its input keys: buffer, process, process.thread."""
+    ops = lambda items: [_given(o) for o in items]  # noqa: E731
+    procs = []
+    for proc in w.pop("processes"):
+        p = _given({key: v for key, v in proc.items() if key not in ("main", "threads")})
+        if proc["main"]:
+            p["main"] = ops(proc["main"])
+        threads = [dict(_given({key: v for key, v in t.items() if key != "ops"}), ops=ops(t["ops"])) for t in proc["threads"]]
+        if threads:
+            p["thread"] = threads
+        procs.append(p)
+    w["buffer"] = w.pop("buffers")
+    w["process"] = procs
     return w
 
 

@@ -136,6 +136,8 @@ pub struct Kernel {
     /// The running stream loads a page before it stores to it (`Op::SweepFor`): a fault on an
     /// unmapped shmem page is a read fault (mm/shmem.rs: fault-around).
     pub stream_loads_first: bool,
+    /// CPU sets that `Op::SetCpus` names (a `program`'s affinity operations).
+    pub cpu_sets: Vec<Vec<bool>>,
     /// While Some: the instant of the flush being sent, whose IPIs are delivered at the tick's end.
     pub flush_at: Option<f64>,
     pub pending_flushes: Vec<crate::mm::migration_entry::PendingFlush>,
@@ -224,6 +226,7 @@ impl Kernel {
             timed_migrators: Vec::new(),
             call_clock: None,
             stream_loads_first: false,
+            cpu_sets: Vec::new(),
             flush_at: None,
             pending_flushes: Vec::new(),
             asleep: Vec::new(),

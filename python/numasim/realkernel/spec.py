@@ -42,13 +42,113 @@ def workload_lines(resolved: dict) -> list:
     lines = []
     for i, w in enumerate(resolved["workloads"]):
         kind = w["kind"]
+        if kind == "program":
+            lines.append(program_line(i, w))
+            continue
         keys = AUTONUMA_KEYS if AUTONUMA.match(kind) else KEYS.get(kind)
         if keys is None:
             raise RealKernelError(f"workload[{i}]: kind {kind!r} has no real-kernel program "
-                                  f"(supported: numa01/numa02 family, {', '.join(KEYS)})", loc=f"workload[{i}].kind")
+                                  f"(supported: numa01/numa02 family, {', '.join(KEYS)}, program)",
+                                  loc=f"workload[{i}].kind")
         parts = [kind] + [f"{k}={_value(k, w[k])}" for k in keys if w.get(k) is not None]
         lines.append(" ".join(parts))
+    size = sum(len(ln) + 1 for ln in lines)
+    if size >= SPEC_MAX_BYTES:
+        raise RealKernelError(f"the workloads' spec is {size} bytes: numaw's runner reads at most "
+                              f"{SPEC_MAX_BYTES - 1} (a smaller program)", loc="workload")
     return lines
+
+
+# ---------------------------------------------------------------- program
+
+# `numaw program buffers=B,... processes=ITEM/ITEM/... start_s=S` (workloads/program.c): a
+# buffer is SIZE_MIB:MAPPING:MADVISE; the items, in order, are `process` (parent, node, cpus),
+# its main thread's ops, then for each thread group `thread` (count, node, cpus) and its ops;
+# an op is its name and key=value fields, all separated by ':'; lists are comma-separated.
+SPEC_MAX_BYTES = 1 << 16  # runner.c reads the spec into 64 KiB
+PROGRAM_LIMITS = {"buffers": 16, "processes": 64, "threads": 4096}
+STREAM_OPS = ("store", "load", "rmw")
+STREAM_KEYS = ("buffer", "offset_mib", "size_mib", "stride", "passes", "duration_s")
+
+
+def _field(key: str, v, loc: str) -> str:
+    if isinstance(v, bool) or not isinstance(v, (int, float, list)):
+        raise RealKernelError(f"{loc}: {key} = {v!r}: numaw takes a number or a list of numbers", loc=loc)
+    if isinstance(v, list):
+        if not v or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+            raise RealKernelError(f"{loc}: {key} = {v!r}: numaw takes a non-empty list of integers", loc=loc)
+        return f"{key}={','.join(str(x) for x in v)}"
+    return f"{key}={repr(float(v)) if isinstance(v, float) else v}"
+
+
+def _affinity(d: dict, loc: str) -> list:
+    if d.get("node") is not None and d.get("cpus") is not None:
+        raise RealKernelError(f"{loc}: node and cpus are both given", loc=loc)
+    return [_field(k, d[k], loc) for k in ("node", "cpus") if d.get(k) is not None]
+
+
+def _program_op(op: dict, loc: str) -> str:
+    name = op.get("op")
+    if name in STREAM_OPS:
+        if (op.get("passes") is None) == (op.get("duration_s") is None):
+            raise RealKernelError(f"{loc}: a {name} stream needs passes or duration_s (one of them)", loc=loc)
+        fields = [_field(k, op[k], loc) for k in STREAM_KEYS if op.get(k) is not None]
+    elif name == "set_mempolicy":
+        mode = op.get("mode", "default")
+        if mode not in ("default", "bind", "preferred"):
+            raise RealKernelError(f"{loc}: set_mempolicy mode {mode!r}: numaw knows default, bind and preferred",
+                                  loc=loc)
+        fields = [f"mode={mode}"] + ([_field("nodes", op["nodes"], loc)] if op.get("nodes") else [])
+    elif name == "affinity":
+        fields = _affinity(op, loc)
+    elif name == "sleep":
+        fields = [_field("duration_s", op.get("duration_s"), loc)]
+    else:
+        raise RealKernelError(f"{loc}: op {name!r} has no real-kernel counterpart "
+                              f"(numaw: {', '.join(STREAM_OPS)}, set_mempolicy, affinity, sleep)", loc=loc)
+    return ":".join([name, *fields])
+
+
+def program_line(i: int, w: dict) -> str:
+    """The `numaw program` line of a resolved `program` workload."""
+    loc = f"workload[{i}]"
+    buffers, processes = w.get("buffers") or [], w.get("processes") or []
+    threads = sum(int(t.get("count") or 1) for p in processes for t in p.get("threads") or [])
+    for what, n, least in (("buffers", len(buffers), 1), ("processes", len(processes), 1), ("threads", threads, 0)):
+        if not least <= n <= PROGRAM_LIMITS[what]:
+            raise RealKernelError(f"{loc}: {n} {what}: numaw runs {least} to {PROGRAM_LIMITS[what]}", loc=loc)
+    bufs = []
+    for b, buf in enumerate(buffers):
+        mapping, madvise = buf.get("mapping") or "private", buf.get("madvise") or "none"
+        if mapping not in ("private", "shared", "shmem") or madvise not in ("none", "hugepage", "nohugepage"):
+            raise RealKernelError(f"{loc}.buffer[{b}]: mapping {mapping!r}, madvise {madvise!r}: numaw maps private, "
+                                  "shared or shmem buffers, madvise none, hugepage or nohugepage",
+                                  loc=f"{loc}.buffer[{b}]")
+        if mapping != "private" and madvise != "none":
+            raise RealKernelError(f"{loc}.buffer[{b}]: madvise {madvise!r} on a {mapping} buffer: numaw madvises "
+                                  "private buffers only", loc=f"{loc}.buffer[{b}]")
+        size = buf.get("size_mib")
+        if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+            raise RealKernelError(f"{loc}.buffer[{b}]: size_mib {size!r}: numaw takes a whole number of MiB, "
+                                  "at least 1", loc=f"{loc}.buffer[{b}]")
+        bufs.append(f"{size}:{mapping}:{madvise}")
+    items = []
+    for k, proc in enumerate(processes):
+        ploc = f"{loc}.process[{k}]"
+        parent = proc.get("parent")
+        if k == 0 and parent is not None:
+            raise RealKernelError(f"{ploc}: process 0 is started, it has no parent", loc=ploc)
+        if k and parent is not None and not (isinstance(parent, int) and 0 <= parent < k):
+            raise RealKernelError(f"{ploc}: parent {parent!r}: must be an earlier process", loc=ploc)
+        items.append(":".join(["process", *([f"parent={parent}"] if k and parent is not None else []),
+                               *_affinity(proc, ploc)]))
+        items += [_program_op(op, f"{ploc}.main[{j}]") for j, op in enumerate(proc.get("main") or [])]
+        for g, group in enumerate(proc.get("threads") or []):
+            gloc = f"{ploc}.thread[{g}]"
+            items.append(":".join(["thread", f"count={int(group.get('count') or 1)}", *_affinity(group, gloc)]))
+            items += [_program_op(op, f"{gloc}.ops[{j}]") for j, op in enumerate(group.get("ops") or [])]
+    start = f" start_s={_value('start_s', w['start_s'])}" if w.get("start_s") is not None else ""
+    return f"program buffers={','.join(bufs)} processes={'/'.join(items)}{start}"
 
 
 # the tiering sysctls: scenario key in kernel.tiering -> (guest name, the kernel's default)
@@ -207,3 +307,30 @@ def guest_memory(topo: dict, resolved: dict) -> dict:
     extra = [GUEST_MIB["boot"] if i == 0 else GUEST_MIB["cpu" if i in cpu_nodes else "memory_only"]
              for i in range(topo["nodes"])]
     return {**topo, "vm_mib": [m + e for m, e in zip(topo["mem_mib"], extra)], "free_mib": list(topo["mem_mib"])}
+
+
+STREAM_S_PER_MIB = 0.05  # a guess at a stream pass's guest time per MiB under TCG, for the time budget
+
+
+def program_duration_s(w: dict) -> float:
+    """A rough length of a `program` (for the VM's time limit): its longest chain of ops, a
+    process's ancestors' main ops, its own, then its longest thread; a stream of `passes`
+    counted at STREAM_S_PER_MIB."""
+    def ops_s(ops) -> float:
+        t = 0.0
+        for op in ops or []:
+            if op.get("duration_s") is not None:
+                t += float(op["duration_s"])
+            elif op.get("passes") is not None:
+                t += int(op["passes"]) * float(op.get("size_mib") or 0) / max(int(op.get("stride") or 1), 1) \
+                    * STREAM_S_PER_MIB
+        return t
+    procs = w.get("processes") or []
+    ready = []  # when each process's main thread has run its main ops
+    longest = 0.0
+    for k, p in enumerate(procs):
+        parent = 0 if p.get("parent") is None else p["parent"]
+        start = ready[parent] if k and isinstance(parent, int) and 0 <= parent < k else 0.0
+        ready.append(start + ops_s(p.get("main")))
+        longest = max([longest, ready[k]] + [ready[k] + ops_s(g.get("ops")) for g in p.get("threads") or []])
+    return longest

@@ -396,10 +396,13 @@ def boot(cmd: list, log_path: Path, timeout_s: float, log=None) -> tuple:
 
 
 def expected_run_s(resolved: dict) -> float:
-    """A rough guest-time budget: the longest start_s + duration_s / free_at_s, at least 30 s."""
+    """A rough guest-time budget: the longest start_s + duration_s / free_at_s (a program's
+    longest chain of ops), at least 30 s."""
     t = 0.0
     for w in resolved["workloads"]:
         end = float(w.get("start_s", 0)) + float(w.get("duration_s", 0) or 0)
+        if w.get("kind") == "program":
+            end += specmod.program_duration_s(w)
         end = max(end, float(w.get("free_at_s", 0) or 0))
         end += float(w.get("interval_s", 0) or 0) * 2 * int(w.get("loops", 1) or 1)
         t = max(t, end)

@@ -137,6 +137,75 @@ pub struct RawWorkload {
     pub memory_mib: Option<i64>,
     pub pinned_fraction: Option<f64>,
     pub image: Option<String>,
+    /// `program`: its buffers and processes.
+    pub buffer: Option<Vec<RawBuffer>>,
+    pub process: Option<Vec<RawProcess>>,
+}
+
+/// A `program`'s `[[workload.buffer]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawBuffer {
+    pub size_mib: Option<i64>,
+    pub mapping: Option<String>,
+    pub madvise: Option<String>,
+}
+
+/// A `program`'s `[[workload.process]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawProcess {
+    pub parent: Option<i64>,
+    pub node: Option<i64>,
+    pub cpus: Option<Vec<i64>>,
+    pub main: Option<Vec<RawOp>>,
+    pub thread: Option<Vec<RawThread>>,
+}
+
+/// A `program`'s `[[workload.process.thread]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawThread {
+    pub count: Option<i64>,
+    pub node: Option<i64>,
+    pub cpus: Option<Vec<i64>>,
+    pub ops: Option<Vec<RawOp>>,
+}
+
+/// One operation of a `program` thread: `op` and the keys of its kind.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawOp {
+    pub op: String,
+    pub buffer: Option<i64>,
+    pub offset_mib: Option<i64>,
+    pub size_mib: Option<i64>,
+    pub stride: Option<i64>,
+    pub passes: Option<i64>,
+    pub duration_s: Option<f64>,
+    pub mode: Option<String>,
+    pub nodes: Option<Vec<i64>>,
+    pub node: Option<i64>,
+    pub cpus: Option<Vec<i64>>,
+}
+
+impl RawOp {
+    /// The keys given besides `op`, by name.
+    pub fn given(&self) -> Vec<&'static str> {
+        let keys = [
+            ("buffer", self.buffer.is_some()),
+            ("offset_mib", self.offset_mib.is_some()),
+            ("size_mib", self.size_mib.is_some()),
+            ("stride", self.stride.is_some()),
+            ("passes", self.passes.is_some()),
+            ("duration_s", self.duration_s.is_some()),
+            ("mode", self.mode.is_some()),
+            ("nodes", self.nodes.is_some()),
+            ("node", self.node.is_some()),
+            ("cpus", self.cpus.is_some()),
+        ];
+        keys.iter().filter(|k| k.1).map(|k| k.0).collect()
+    }
 }
 
 impl RawWorkload {
@@ -178,6 +247,8 @@ impl RawWorkload {
             ("vcpus", self.vcpus.is_some()),
             ("memory_mib", self.memory_mib.is_some()),
             ("pinned_fraction", self.pinned_fraction.is_some()),
+            ("buffer", self.buffer.is_some()),
+            ("process", self.process.is_some()),
         ];
         keys.iter().filter(|k| k.1).map(|k| k.0).collect()
     }

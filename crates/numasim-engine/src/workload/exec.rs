@@ -155,6 +155,22 @@ impl Kernel {
                         break;
                     }
                 }
+                Op::SetCpus(set) => {
+                    let cpu = self.tasks[t].cpu;
+                    self.tasks[t].allowed = self.cpu_sets[set].clone();
+                    self.tasks[t].pc += 1;
+                    if !self.tasks[t].allowed[cpu] {
+                        self.displaced.push(t);
+                        break;
+                    }
+                }
+                Op::Stream { vma, first, npages, stride, access, passes, duration_ns } => {
+                    if self.stream_op(t, vma, first, npages, stride, access, passes, duration_ns, &mut b) {
+                        self.tasks[t].pc += 1;
+                        self.tasks[t].sweep = SweepState::default();
+                        self.tasks[t].op_start_ns = None;
+                    }
+                }
                 Op::Sweep { vma, first, npages, passes } => {
                     if self.sweep(t, vma, first, npages, passes, &mut b) {
                         self.tasks[t].pc += 1;

@@ -8,8 +8,10 @@ pub mod memhog;
 pub mod migratepages;
 pub mod plan;
 pub mod pmbench;
+pub mod program;
 pub mod random;
 pub mod remote_toucher;
+pub mod stream;
 pub mod xfsrepair;
 
 use crate::error::ScenarioProblem;
@@ -59,6 +61,24 @@ pub enum Op {
     DirectIo { pages: u64, ns: u64 },
     /// pin_user_pages(FOLL_LONGTERM) of pages [first, first + npages) of VMA `vma`, until exit.
     PinLongterm { vma: usize, first: u64, npages: u64 },
+    /// sched_setaffinity(2) to the CPUs of `Kernel::cpu_sets[set]`.
+    SetCpus(usize),
+    /// A `program` stream (stream.rs): every `stride`-th page of [first, first + npages) of VMA
+    /// `vma`, accessed as `access` says, `passes` times, or until `duration_ns` after the op
+    /// started when that is nonzero.
+    Stream { vma: usize, first: u64, npages: u64, stride: u64, access: Access, passes: u32, duration_ns: u64 },
+}
+
+/// What a `program` stream does to each page it reaches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Access {
+    /// writes every byte (memset)
+    Store,
+    /// reads every cache line
+    Load,
+    /// reads every cache line, then writes one byte
+    Rmw,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -72,6 +92,7 @@ pub enum WorkloadSpec {
     XfsRepair(xfsrepair::XfsRepairSpec),
     RemoteToucher(remote_toucher::RemoteToucherSpec),
     KvmGuest(kvm_guest::KvmGuestSpec),
+    Program(program::ProgramSpec),
 }
 
 impl WorkloadSpec {
@@ -85,6 +106,7 @@ impl WorkloadSpec {
             WorkloadSpec::XfsRepair(x) => x.cache_mib * 256,
             WorkloadSpec::RemoteToucher(r) => r.size_mib * 256,
             WorkloadSpec::KvmGuest(g) => g.footprint_pages(),
+            WorkloadSpec::Program(g) => g.footprint_pages(),
         }
     }
 
@@ -110,6 +132,7 @@ impl WorkloadSpec {
             WorkloadSpec::XfsRepair(x) => x.build(k, index, rng),
             WorkloadSpec::RemoteToucher(r) => r.build(k, index),
             WorkloadSpec::KvmGuest(g) => g.build(k, index, rng),
+            WorkloadSpec::Program(g) => g.build(k, index),
         }
     }
 }
@@ -127,9 +150,10 @@ pub fn resolve(w: &RawWorkload, i: usize, nr_workloads: usize, topo: &Topology, 
         "xfs_repair" => xfsrepair::XfsRepairSpec::resolve(w, i, p).map(WorkloadSpec::XfsRepair),
         "kvm_guest" => kvm_guest::KvmGuestSpec::resolve(w, i, topo, p).map(WorkloadSpec::KvmGuest),
         "remote_toucher" => remote_toucher::RemoteToucherSpec::resolve(w, i, topo, p).map(WorkloadSpec::RemoteToucher),
+        "program" => program::ProgramSpec::resolve(w, i, topo, p).map(WorkloadSpec::Program),
         _ => {
             let mut kinds: Vec<&str> = autonuma::KINDS.to_vec();
-            kinds.extend(["kvm_guest", "memory_eater", "migratepages", "move_pages", "pmbench", "remote_toucher", "xfs_repair"]);
+            kinds.extend(["kvm_guest", "memory_eater", "migratepages", "move_pages", "pmbench", "program", "remote_toucher", "xfs_repair"]);
             p.push(ScenarioProblem::new(format!("workload[{i}].kind"), "invalid_value", format!("unknown workload kind `{}`, expected one of {}", w.kind, kinds.join(", "))));
             None
         }

@@ -67,12 +67,14 @@ fn op_ns(op: &Op, t: &Task, page_ns: f64) -> f64 {
     match *op {
         Op::Sweep { npages, passes, .. } => npages as f64 * passes as f64 * page_ns,
         Op::SweepFor { duration_ns, .. } => duration_ns as f64,
+        Op::Stream { duration_ns, .. } if duration_ns > 0 => duration_ns as f64,
+        Op::Stream { npages, stride, passes, .. } => npages.div_ceil(stride) as f64 * passes as f64 * page_ns,
         Op::LinearAccess { npages, duration_ns, .. } => npages as f64 * page_ns + duration_ns as f64,
         Op::RandomAccess { warmup, duration_ns, overhead_ns, .. } => warmup as f64 * (overhead_ns + 100.0) + duration_ns as f64,
         Op::SleepUntil(at) => at.saturating_sub(t.start_ns) as f64,
         Op::SleepFor(ns) | Op::DirectIo { ns, .. } => ns as f64,
         Op::MigratePages { .. } | Op::MovePages { .. } => SYSCALL_NS,
-        Op::SetPolicy(_) | Op::SetAffinity(_) | Op::Exec | Op::Spawn | Op::Join | Op::PinLongterm { .. } => 0.0,
+        Op::SetPolicy(_) | Op::SetAffinity(_) | Op::SetCpus(_) | Op::Exec | Op::Spawn | Op::Join | Op::PinLongterm { .. } => 0.0,
     }
 }
 
@@ -84,6 +86,8 @@ fn current_op_done_ns(op: &Op, t: &Task, now: f64, page_ns: f64) -> f64 {
     let part = match *op {
         Op::Sweep { npages, .. } => (s.pass as f64 * npages as f64 + s.pos) * page_ns,
         Op::SweepFor { .. } => since(t.op_start_ns),
+        Op::Stream { duration_ns, .. } if duration_ns > 0 => since(t.op_start_ns),
+        Op::Stream { npages, stride, .. } => (s.pass as f64 * npages.div_ceil(stride) as f64 + s.pos) * page_ns,
         // the warm-up pass, then the timed loop since op_start_ns
         Op::LinearAccess { npages, .. } => match t.op_start_ns {
             None => (s.pass as f64 * npages as f64 + s.pos) * page_ns,

@@ -295,6 +295,25 @@ void *map_buffer(size_t bytes, const char *madvise_mode)
 	return a;
 }
 
+/* a MAP_SHARED buffer: anonymous ("shared") or of a memfd ("shmem"); shmem in the kernel either way */
+char *map_shared(size_t size, const char *mapping)
+{
+	int fd = -1;
+	if (!strcmp(mapping, "shmem")) {
+		fd = memfd_create("numaw-shmem", 0);
+		if (fd < 0)
+			die("memfd_create: %s", strerror(errno));
+		if (ftruncate(fd, (off_t)size))
+			die("ftruncate %zu bytes: %s", size, strerror(errno));
+	}
+	char *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | (fd < 0 ? MAP_ANONYMOUS : 0), fd, 0);
+	if (p == MAP_FAILED)
+		die("mmap MAP_SHARED %zu bytes: %s", size, strerror(errno));
+	if (fd >= 0)
+		close(fd); /* the mapping keeps the file */
+	return p;
+}
+
 const pthread_attr_t *thread_attr(void)
 {
 	static pthread_attr_t attr;

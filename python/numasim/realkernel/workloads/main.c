@@ -9,6 +9,8 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: numaw KIND key=value ...   (KIND: numa01[_THREAD_ALLOC], numa02[_SMT][_HARD_BIND|_INVERSE_BIND],\n"
 			"                                   remote_toucher, pmbench, memory_eater, migratepages, move_pages)\n"
+			"       numaw program buffers=SIZE_MIB[:MAPPING[:MADVISE]],... processes=ITEM/ITEM/...\n"
+			"                     (ITEM: process|thread|store|load|rmw|set_mempolicy|affinity|sleep[:key=value]...)\n"
 			"       numaw run SPEC [interval_ms=N] [max_s=S]\n"
 			"       numaw calibrate [size_mib=32] [reps=3] [hint_s=4 (0: skip)] [flush_iters=2000]\n");
 }
@@ -29,6 +31,8 @@ int main(int argc, char **argv)
 		return main_autonuma(kind, argc - 2, argv + 2);
 	if (!strcmp(kind, "remote_toucher"))
 		return main_remote_toucher(argc - 2, argv + 2);
+	if (!strcmp(kind, "program"))
+		return main_program(argc - 2, argv + 2);
 	if (!strcmp(kind, "pmbench"))
 		return main_pmbench(argc - 2, argv + 2);
 	if (!strcmp(kind, "memory_eater"))

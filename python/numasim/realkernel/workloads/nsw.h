@@ -53,6 +53,7 @@ void pin_self_nodemask(unsigned long mask);
 
 /* memory policy and migration (raw syscalls) */
 #define NSW_MPOL_DEFAULT 0
+#define NSW_MPOL_PREFERRED 1
 #define NSW_MPOL_BIND 2
 #define NSW_MPOL_MF_MOVE (1 << 1)
 long sys_set_mempolicy(int mode, const unsigned long *mask, unsigned long maxnode);
@@ -64,6 +65,8 @@ long sys_move_pages(int pid, unsigned long count, void **pages, const int *nodes
  * "none" | "hugepage" | "nohugepage" */
 void *map_buffer(size_t bytes, const char *madvise_mode);
 void write_pages(char *p, size_t bytes); /* bzero-like: every byte */
+/* a MAP_SHARED mapping, mapping "shared" (MAP_ANONYMOUS) or "shmem" (a memfd) */
+char *map_shared(size_t size, const char *mapping);
 
 /* Worker threads get 256 KiB stacks: glibc's 8 MiB default is THP-eligible, and a stack
  * backed by a huge page adds 512 pages to scan and migrate that the simulator's processes
@@ -81,6 +84,7 @@ long tlb_interrupts_file(const char *path, long *per_cpu, int max, int *ncpu);
 /* workloads */
 int main_autonuma(const char *kind, int argc, char **argv);
 int main_remote_toucher(int argc, char **argv);
+int main_program(int argc, char **argv);
 int main_pmbench(int argc, char **argv);
 int main_memory_eater(int argc, char **argv);
 int main_migratepages(int argc, char **argv);

@@ -53,25 +53,6 @@ static void *stream(void *arg)
 	return NULL;
 }
 
-/* a MAP_SHARED buffer: anonymous ("shared") or of a memfd ("shmem"); shmem in the kernel either way */
-static char *map_shared(size_t size, const char *mapping)
-{
-	int fd = -1;
-	if (!strcmp(mapping, "shmem")) {
-		fd = memfd_create("numaw-shmem", 0);
-		if (fd < 0)
-			die("memfd_create: %s", strerror(errno));
-		if (ftruncate(fd, (off_t)size))
-			die("ftruncate %zu bytes: %s", size, strerror(errno));
-	}
-	char *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | (fd < 0 ? MAP_ANONYMOUS : 0), fd, 0);
-	if (p == MAP_FAILED)
-		die("mmap MAP_SHARED %zu bytes: %s", size, strerror(errno));
-	if (fd >= 0)
-		close(fd); /* the mapping keeps the file */
-	return p;
-}
-
 int main_remote_toucher(int argc, char **argv)
 {
 	struct args a;

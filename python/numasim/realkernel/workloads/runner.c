@@ -456,43 +456,63 @@ static void emit_place(double t, int w, pid_t pid)
 /* wall time the runner spends reading numa_maps and the threads' sched files */
 static double mem_wall, task_wall;
 
+/* the running workload that `pid` is or descends from (a program's forks fork too), or -1 */
+#define MAX_PIDS 8192
+static pid_t pids[MAX_PIDS], ppids[MAX_PIDS];
+static int pid_threads[MAX_PIDS], npids;
+
+static int workload_of(pid_t pid)
+{
+	for (int depth = 0; depth < 64 && pid > 1; depth++) {
+		for (int i = 0; i < nw; i++)
+			if (ws[i].started && !ws[i].exited && ws[i].pid == pid)
+				return i;
+		int k = 0;
+		while (k < npids && pids[k] != pid)
+			k++;
+		if (k == npids)
+			return -1;
+		pid = ppids[k];
+	}
+	return -1;
+}
+
 static void emit_all_mem(double t, int maps, int place)
 {
-	/* every workload process and its direct children (numa01 forks, pmbench processes) */
+	/* every workload process and its descendants (numa01 forks, pmbench processes, a program's) */
 	DIR *d = opendir("/proc");
 	if (!d)
 		return;
 	struct dirent *e;
-	while ((e = readdir(d))) {
+	npids = 0;
+	while ((e = readdir(d)) && npids < MAX_PIDS) {
 		long pid = dir_number(e);
 		if (pid <= 0)
 			continue;
-		pid_t ppid;
-		int threads;
-		if (stat_fields((pid_t)pid, &ppid, &threads))
+		if (stat_fields((pid_t)pid, &ppids[npids], &pid_threads[npids]))
 			continue;
-		for (int i = 0; i < nw; i++) {
-			if (!ws[i].started || ws[i].exited)
-				continue;
-			if (ws[i].pid == pid || ws[i].pid == ppid) {
-				if (ws[i].pid == pid && threads > ws[i].threads)
-					ws[i].threads = threads;
-				double m0 = now_s();
-				if (maps)
-					emit_mem(t, i, (pid_t)pid);
-				if (place)
-					emit_place(t, i, (pid_t)pid);
-				double m1 = now_s();
-				emit_tasks(t, i, (pid_t)pid);
-				mem_wall += m1 - m0;
-				task_wall += now_s() - m1;
-				if (t - ws[i].t_start >= 1.0)
-					emit_maps(t, i, (pid_t)pid);
-				break;
-			}
-		}
+		pids[npids++] = (pid_t)pid;
 	}
 	closedir(d);
+	for (int k = 0; k < npids; k++) {
+		pid_t pid = pids[k];
+		int i = workload_of(pid);
+		if (i < 0)
+			continue;
+		if (ws[i].pid == pid && pid_threads[k] > ws[i].threads)
+			ws[i].threads = pid_threads[k];
+		double m0 = now_s();
+		if (maps)
+			emit_mem(t, i, pid);
+		if (place)
+			emit_place(t, i, pid);
+		double m1 = now_s();
+		emit_tasks(t, i, pid);
+		mem_wall += m1 - m0;
+		task_wall += now_s() - m1;
+		if (t - ws[i].t_start >= 1.0)
+			emit_maps(t, i, pid);
+	}
 }
 
 static void launch(int i, double t)
