@@ -138,6 +138,9 @@ pub struct Kernel {
     pub stream_loads_first: bool,
     /// CPU sets that `Op::SetCpus` names (a `program`'s affinity operations).
     pub cpu_sets: Vec<Vec<bool>>,
+    /// Nodes a migration's copy may go to when its target is full, in order (demotion's
+    /// allowed mask in the target's zonelist order; empty otherwise).
+    pub migrate_fallback: Vec<usize>,
     /// While Some: the instant of the flush being sent, whose IPIs are delivered at the tick's end.
     pub flush_at: Option<f64>,
     pub pending_flushes: Vec<crate::mm::migration_entry::PendingFlush>,
@@ -227,6 +230,7 @@ impl Kernel {
             call_clock: None,
             stream_loads_first: false,
             cpu_sets: Vec::new(),
+            migrate_fallback: Vec::new(),
             flush_at: None,
             pending_flushes: Vec::new(),
             asleep: Vec::new(),

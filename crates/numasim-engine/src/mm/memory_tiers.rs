@@ -34,6 +34,9 @@ pub struct NodeTiers {
     pub toptier: Vec<bool>,
     /// Preferred demotion targets (node_demotion[n].preferred; empty: none).
     pub demotion: Vec<Vec<usize>>,
+    /// Every node of the tiers below a node's (node_get_allowed_targets, the lower_tier_mask
+    /// of its tier; 6.1+): where demotion falls back when the preferred target is full.
+    pub allowed: Vec<Vec<usize>>,
 }
 
 impl NodeTiers {
@@ -42,14 +45,15 @@ impl NodeTiers {
         let n = topo.nr_nodes;
         let has_cpu = |x: usize| !topo.node_cpus[x].is_empty();
         if v == Variant::Base {
-            return NodeTiers { adistance: vec![MEMTIER_ADISTANCE_DRAM; n], toptier: vec![true; n], demotion: vec![Vec::new(); n] };
+            return NodeTiers { adistance: vec![MEMTIER_ADISTANCE_DRAM; n], toptier: vec![true; n], demotion: vec![Vec::new(); n], allowed: vec![Vec::new(); n] };
         }
         if v == Variant::V5_15 {
             // 79c28a416722: the migration order starts at the CPU nodes and follows distance to
             // the memory-only ones; 5.18's node_is_toptier is node_state(N_CPU)
             let toptier: Vec<bool> = (0..n).map(has_cpu).collect();
             let demotion = (0..n).map(|a| if toptier[a] { nearest(topo, a, |b| !toptier[b]) } else { Vec::new() }).collect();
-            return NodeTiers { adistance: vec![MEMTIER_ADISTANCE_DRAM; n], toptier, demotion };
+            // alloc_demote_page allocates on the target only (__GFP_THISNODE)
+            return NodeTiers { adistance: vec![MEMTIER_ADISTANCE_DRAM; n], toptier, demotion, allowed: vec![Vec::new(); n] };
         }
         let dram = (0..n).find(|&x| has_cpu(x));
         let adistance: Vec<u32> = (0..n)
@@ -72,7 +76,9 @@ impl NodeTiers {
                 next.map_or(Vec::new(), |s| nearest(topo, a, |b| start(b) == s))
             })
             .collect();
-        NodeTiers { adistance, toptier, demotion }
+        // 32008027 (v6.1, "demote pages according to allocation fallback order")
+        let allowed = (0..n).map(|a| (0..n).filter(|&b| start(b) > start(a)).collect()).collect();
+        NodeTiers { adistance, toptier, demotion, allowed }
     }
 }
 

@@ -82,7 +82,7 @@ impl Kernel {
                 self.migrate_failed(p, out);
                 continue;
             }
-            if !self.alloc_pages_thisnode(target, cpu, self.folio_order(p)) {
+            let Some(node) = self.alloc_migration_target(target, cpu, self.folio_order(p)) else {
                 if self.try_split_folio(p, mode, cpu, split, out) {
                     continue;
                 }
@@ -91,9 +91,9 @@ impl Kernel {
                     self.migrate_failed(q, out);
                 }
                 break;
-            }
+            };
             out.cost += self.cost.migrate_page_ns + self.try_to_migrate_one(p, cpu, Some(&mut batch));
-            unmapped.push(p);
+            unmapped.push((p, node));
             if self.call_clock.is_some() {
                 unmap_at.push(self.call_instant(out, unmapped.len()));
             }
@@ -103,8 +103,8 @@ impl Kernel {
         out.cost += self.arch_tlbbatch_flush(&mut batch, cpu);
         self.flush_at = None;
         let n = unmapped.len();
-        for (i, p) in unmapped.into_iter().enumerate() {
-            self.migrate_folio_move(p, target, cpu, out);
+        for (i, (p, node)) in unmapped.into_iter().enumerate() {
+            self.migrate_folio_move(p, node, cpu, out);
             if self.call_clock.is_some() {
                 let remap_at = self.call_instant(out, n - i - 1);
                 self.note_call_migration(p, unmap_at[i], remap_at);
@@ -116,6 +116,23 @@ impl Kernel {
     /// unmapped and not yet remapped: the cost charged so far, less the remap half of theirs.
     fn call_instant(&self, out: &MigrateOutcome, pending: usize) -> f64 {
         self.call_wall_clock(out.cost - pending as f64 * self.cost.migrate_page_ns / 2.0)
+    }
+
+    /// The node a folio's copy is allocated on: `target`, else (demotion, 6.1+) the first of
+    /// `migrate_fallback` with room; None: -ENOMEM.
+    // mm/vmscan.c: alloc_demote_folio (__GFP_THISNODE first, then the allowed mask);
+    // mm/migrate.c: alloc_migration_target
+    fn alloc_migration_target(&mut self, target: usize, cpu: usize, order: u8) -> Option<usize> {
+        if self.alloc_pages_thisnode(target, cpu, order) {
+            return Some(target);
+        }
+        for i in 0..self.migrate_fallback.len() {
+            let node = self.migrate_fallback[i];
+            if self.alloc_pages_fallback(target, node, cpu, order) {
+                return Some(node);
+            }
+        }
+        None
     }
 
     /// -ENOMEM for a large folio: a system call's migration (migrate_pages(2), move_pages(2))
@@ -180,18 +197,18 @@ impl Kernel {
             self.migrate_failed(p, out);
             return;
         }
-        if !self.alloc_pages_thisnode(target, cpu, self.folio_order(p)) {
+        let Some(node) = self.alloc_migration_target(target, cpu, self.folio_order(p)) else {
             if !self.try_split_folio(p, mode, cpu, split, out) {
                 self.migrate_failed(p, out);
             }
             return;
-        }
+        };
         // a timed call unmaps (and flushes) halfway through the folio's work beyond the copy
         let unmap_at = self.call_clock.map(|_| self.call_wall_clock(out.cost + self.cost.migrate_page_ns / 2.0));
         self.flush_at = unmap_at;
         out.cost += self.cost.migrate_page_ns + self.try_to_migrate_one(p, cpu, None);
         self.flush_at = None;
-        self.migrate_folio_move(p, target, cpu, out);
+        self.migrate_folio_move(p, node, cpu, out);
         if let Some(at) = unmap_at {
             self.note_call_migration(p, at, self.call_instant(out, 0));
         }

@@ -197,12 +197,18 @@ impl Kernel {
     /// 2^order pages on exactly `node`, no reclaim or compaction (GFP_TRANSHUGE_LIGHT for a large folio).
     // mm/migrate.c: alloc_misplaced_dst_folio / alloc_migration_target
     pub fn alloc_pages_thisnode(&mut self, node: usize, cpu: usize, order: u8) -> bool {
+        self.alloc_pages_fallback(node, node, cpu, order)
+    }
+
+    /// 2^order pages on `node` for an allocation that preferred `preferred` (a fallback of
+    /// the preferred node's zonelist: numa_miss here, numa_foreign there), no reclaim.
+    pub fn alloc_pages_fallback(&mut self, preferred: usize, node: usize, cpu: usize, order: u8) -> bool {
         let nr = 1u64 << order;
         if self.nodes[node].free() < self.nodes[node].wmark_min + nr || self.high_order_fails(order) {
             return false;
         }
         self.nodes[node].used += nr;
-        self.zone_statistics(node, node, self.cpu_node(cpu), 1);
+        self.zone_statistics(preferred, node, self.cpu_node(cpu), 1);
         self.count(VmEvent::Pgalloc, nr);
         true
     }

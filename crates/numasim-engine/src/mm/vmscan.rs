@@ -356,7 +356,12 @@ impl Kernel {
             Reclaimer::Kswapd => (self.topo.node_cpus[node].first().copied().unwrap_or(0), VmEvent::PgdemoteKswapd),
             Reclaimer::Direct { cpu } => (cpu, VmEvent::PgdemoteDirect),
         };
+        // 6.1+: the rest of the lower tiers, in the target's zonelist order (nearest first)
+        let mut fallback: Vec<usize> = self.tiers.allowed[node].iter().copied().filter(|&n| n != target).collect();
+        fallback.sort_by_key(|&n| (self.topo.node_distance(target, n), n));
+        self.migrate_fallback = fallback;
         let out = self.migrate_pages(pages, target, cpu, MigrateMode::Async);
+        self.migrate_fallback.clear();
         self.count(event, out.succeeded);
         *cpu_ns += out.cost;
         out.succeeded
@@ -556,5 +561,36 @@ mod tests {
         assert_eq!(out.demoted, 0);
         assert_eq!(valid(&k), before, "every isolated folio is back on the LRU");
         assert_eq!(k.nodes[0].lru_active.len(), 32, "activated");
+    }
+
+    /// mm/vmscan.c: demote_folio_list -> alloc_demote_folio — from 6.1 (32008027) a folio whose
+    /// preferred target is full goes to another node of the lower tiers (the target's zonelist
+    /// order); 5.15-6.0 allocate on the target only.
+    #[test]
+    fn demotion_falls_back_to_the_rest_of_the_lower_tier_from_6_1() {
+        use super::Reclaimer;
+        for (version, moved) in [("6.1", 32), ("5.19", 0)] {
+            let text = crate::testutil::tiered("demotion_enabled = true", 2)
+                .replace("version = \"6.12\"", &format!("version = \"{version}\""))
+                .replace("nodes = 2", "nodes = 3")
+                .replace("memory_gib_per_node = [1, 2]", "memory_gib_per_node = [1, 2, 2]")
+                .replace("cpus_per_node = [2, 0]", "cpus_per_node = [2, 0, 0]")
+                .replace("[\"dram\", \"kmem\"]", "[\"dram\", \"kmem\", \"kmem\"]")
+                .replace("distances = [[10, 21], [21, 10]]", "distances = [[10, 21, 31], [21, 10, 31], [31, 31, 10]]")
+                .replace("stream_gibps = [[2.0, 1.4], [1.4, 2.0]]", "stream_gibps = [[2.0, 1.4, 1.0], [1.4, 2.0, 1.0], [1.0, 1.0, 2.0]]")
+                .replace("latency_ns = [[100.0, 180.0], [180.0, 100.0]]", "latency_ns = [[100.0, 180.0, 250.0], [180.0, 100.0, 250.0], [250.0, 250.0, 100.0]]")
+                .replace("node_bandwidth_gibps = [100.0, 100.0]", "node_bandwidth_gibps = [100.0, 100.0, 100.0]");
+            let mut sim = crate::simulation::Simulation::new(&crate::scenario::parse_scenario(&text).expect("parses")).expect("builds");
+            while sim.k.nodes[0].used < 768 * 256 {
+                assert!(sim.step().expect("steps"));
+            }
+            let mut k = sim.k;
+            assert_eq!(k.next_demotion_node(0), Some(1), "{version}: node 1 is the nearer target");
+            k.nodes[1].used = k.nodes[1].present; // the preferred target full
+            let cold = vec![false; k.mms.len()];
+            let before = k.nodes[2].used;
+            let out = k.shrink_node(0, 32, &cold, Reclaimer::Direct { cpu: 0 });
+            assert_eq!((out.demoted, k.nodes[2].used - before), (moved, moved), "{version}");
+        }
     }
 }
