@@ -48,3 +48,31 @@ def test_bad_programs_name_the_key():
     with pytest.raises(numasim.ScenarioError) as info:
         numasim.resolve(bad)
     assert any(e["loc"].endswith("thread[0].ops[0].buffer") for e in info.value.errors), info.value.errors
+
+
+SHARED_SWEEP = Path(numasim.__file__).parent / "validation" / "shared-sweep-4k.toml"
+
+
+def two_streams(op: str, interleave: int):
+    """shared-sweep-4k's machine and kernel (6.1), its workload written as a program whose two
+    threads stream `op` over the buffer the main thread first touched."""
+    head = SHARED_SWEEP.read_text().split("[[workload]]")[0].replace('version = "6.12"', 'version = "6.1"')
+    body = ('[[workload]]\nkind = "program"\n[[workload.buffer]]\nsize_mib = 64\n'
+            '[[workload.process]]\nnode = 0\nmain = [{ op = "store" }]\n'
+            f'[[workload.process.thread]]\ncpus = [2]\nops = [{{ op = "{op}", duration_s = 10.0 }}]\n'
+            f'[[workload.process.thread]]\ncpus = [1]\nops = [{{ op = "{op}", duration_s = 10.0 }}]\n'
+            f'[run]\ninterleave_max_threads = {interleave}\n')
+    return numasim.run(head + body)
+
+
+@pytest.mark.parametrize("interleave", [0, 3])
+def test_the_per_page_stream_takes_what_the_block_aggregated_one_takes(interleave):
+    # A timed store stream is Op::Stream (one step per page), a timed rmw stream numaw's
+    # streaming pass (Op::SweepFor, a step per clean block). On a private buffer already
+    # written they reach the same pages with the same faults, so every count, collisions
+    # included when the threads run interleaved, must be the same.
+    a, b = two_streams("store", interleave).counters, two_streams("rmw", interleave).counters
+    keys = ("numa_pages_migrated", "numa_hint_faults", "pgfault", "nr_tlb_remote_flush_received")
+    assert {k: a[k] for k in keys} == {k: b[k] for k in keys}
+    if interleave:  # threads that meet at a page: the racing map forces flushes
+        assert a["nr_tlb_remote_flush_received"] > 1000

@@ -116,7 +116,7 @@ impl Kernel {
     fn stream_of(&self, t: usize) -> Option<(usize, u64, u64)> {
         let p = &self.tasks[t];
         match p.program.get(p.pc) {
-            Some(&Op::Sweep { vma, first, npages, .. }) | Some(&Op::SweepFor { vma, first, npages, .. }) => Some((vma, first, first + npages)),
+            Some(&Op::Sweep { vma, first, npages, .. }) | Some(&Op::SweepFor { vma, first, npages, .. }) | Some(&Op::Stream { vma, first, npages, .. }) => Some((vma, first, first + npages)),
             Some(&Op::LinearAccess { vma, npages, .. }) => Some((vma, 0, npages)),
             _ => None,
         }

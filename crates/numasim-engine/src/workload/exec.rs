@@ -544,7 +544,7 @@ impl Kernel {
 
     /// Interleaved: task `t` reaches page `idx`, which another thread's fault is still changing
     /// (mm/fault_race.rs); its system time and its wait (off the CPU) come from the budget.
-    fn take_fault_race(&mut self, t: usize, vma: usize, idx: u64, b: &mut f64) {
+    pub(crate) fn take_fault_race(&mut self, t: usize, vma: usize, idx: u64, b: &mut f64) {
         self.set_clock(*b);
         let at = self.now as f64 + (self.tick_ns as f64 - *b);
         let (sys, wait) = self.fault_race(t, vma, idx, at);

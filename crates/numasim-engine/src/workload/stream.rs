@@ -47,12 +47,25 @@ impl Kernel {
             if pass >= passes || count == 0 {
                 return true;
             }
-            if *b <= 0.0 || self.oom.is_some() {
+            if *b <= 0.0 || self.oom.is_some() || self.parked() {
                 return false;
             }
             let whole = pos as u64;
             let frac = pos - whole as f64;
             let i = first + whole * stride;
+            if frac == 0.0 && !self.inflight.is_empty() {
+                // interleaved (sim/interleave.rs): page i is one another thread's fault is changing
+                let at = self.now as f64 + (self.tick_ns as f64 - *b);
+                if self.inflight_stop(t, mm, vma, i, i + 1, at) == Some(i) {
+                    if self.must_park(*b) {
+                        return false;
+                    }
+                    self.take_fault_race(t, vma, i, b);
+                    if *b <= 0.0 {
+                        return false;
+                    }
+                }
+            }
             if frac == 0.0 && !self.stream_fault(t, vma, i, access, anon, pass, b) {
                 return false;
             }
@@ -91,6 +104,15 @@ impl Kernel {
     // mm/memory.c: handle_pte_fault (do_anonymous_page's zero page, do_numa_page, do_wp_page)
     #[allow(clippy::too_many_arguments)]
     fn stream_fault(&mut self, t: usize, vma: usize, i: u64, access: Access, anon: bool, pass: u32, b: &mut f64) -> bool {
+        let pt = &self.mms[self.tasks[t].mm].vmas[vma].pt;
+        let ok = match access {
+            Access::Load => !pt.populated(i) && anon || pt.populated(i) && !pt.protnone(i),
+            _ => pt.store_ok(i),
+        };
+        // interleaved: a fault waits until every other thread of the group has reached it
+        if !ok && self.must_park(*b) {
+            return false;
+        }
         let pt = &self.mms[self.tasks[t].mm].vmas[vma].pt;
         match access {
             Access::Load if !pt.populated(i) && anon => {
