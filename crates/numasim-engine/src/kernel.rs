@@ -141,6 +141,9 @@ pub struct Kernel {
     /// Nodes a migration's copy may go to when its target is full, in order (demotion's
     /// allowed mask in the target's zonelist order; empty otherwise).
     pub migrate_fallback: Vec<usize>,
+    /// The running migrate_pages() is reclaim's demotion (MR_DEMOTION): a large folio that
+    /// finds no room is split and its pages retried.
+    pub migrating_for_demotion: bool,
     /// While Some: the instant of the flush being sent, whose IPIs are delivered at the tick's end.
     pub flush_at: Option<f64>,
     pub pending_flushes: Vec<crate::mm::migration_entry::PendingFlush>,
@@ -231,6 +234,7 @@ impl Kernel {
             stream_loads_first: false,
             cpu_sets: Vec::new(),
             migrate_fallback: Vec::new(),
+            migrating_for_demotion: false,
             flush_at: None,
             pending_flushes: Vec::new(),
             asleep: Vec::new(),

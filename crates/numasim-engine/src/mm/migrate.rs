@@ -136,13 +136,14 @@ impl Kernel {
     }
 
     /// -ENOMEM for a large folio: a system call's migration (migrate_pages(2), move_pages(2))
-    /// splits it, and its base pages are retried after the rest of the list; a NUMA hinting
-    /// fault does not (`nosplit` for MR_NUMA_MISPLACED, the only ASYNC caller here). A split
-    /// THP counts as a failed THP migration and as split. Returns whether it split.
+    /// or reclaim's demotion (MR_DEMOTION) splits it, and its base pages are retried after the
+    /// rest of the list; a NUMA hinting fault does not (`nosplit` for MR_NUMA_MISPLACED, the
+    /// only other ASYNC caller). A split THP counts as a failed THP migration and as split.
+    /// Returns whether it split.
     // mm/migrate.c: migrate_pages_batch (-ENOMEM) -> try_split_folio
     fn try_split_folio(&mut self, p: PageRef, mode: MigrateMode, cpu: usize, split: &mut Vec<PageRef>, out: &mut MigrateOutcome) -> bool {
         let (head, nr) = self.folio_of(p);
-        if mode == MigrateMode::Async || nr == 1 {
+        if (mode == MigrateMode::Async && !self.migrating_for_demotion) || nr == 1 {
             return false;
         }
         if nr >= BLOCK_PAGES {
@@ -401,5 +402,28 @@ mod tests {
             let writable = k.mms[0].vmas[0].flags & crate::mm::types::VM_WRITE != 0;
             assert_eq!(k.numa_no_group(0, 0, p.idx, writable), version == "4.0-rc4" && !dirty, "{version}");
         }
+    }
+
+    /// mm/migrate.c: migrate_pages_batch — `nosplit` holds only for MR_NUMA_MISPLACED: reclaim's
+    /// demotion (MR_DEMOTION, async too) splits a THP its target has no 2 MiB of room for and
+    /// demotes the base pages that fit.
+    #[test]
+    fn demotion_splits_a_thp_its_target_has_no_room_for() {
+        use crate::mm::pgtable::{PTE_DIRTY, PTE_WRITE};
+        use crate::mm::types::{VM_READ, VM_WRITE};
+        use crate::mm::vmscan::Reclaimer;
+        let mut k = crate::testutil::tiered_kernel("demotion_enabled = true", 2);
+        let mm = k.tasks.iter().find(|t| t.comm == "memhog").expect("the memhog").mm;
+        let vma = k.mms[mm].mmap_anon(512, VM_READ | VM_WRITE);
+        k.mms[mm].vmas[vma].pt.populate_folio(0, 9, 0, PTE_WRITE | PTE_DIRTY, true);
+        k.nodes[0].used += 512;
+        k.mms[mm].node_pages[0] += 512;
+        // node 1: room for 300 base pages above its min watermark, not for a 2 MiB folio
+        k.nodes[1].used = k.nodes[1].present - k.nodes[1].wmark_min - 300;
+        let mut cpu_ns = 0.0;
+        let moved = k.demote_folio_list(&[PageRef { mm, vma, idx: 0 }], 0, Reclaimer::Kswapd, &mut cpu_ns);
+        assert_eq!(moved, 300, "the pages that fit");
+        assert_eq!(k.vmstat.get(VmEvent::ThpMigrationSplit), 1);
+        assert!(!k.migrating_for_demotion, "cleared after the call");
     }
 }

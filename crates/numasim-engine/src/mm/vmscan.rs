@@ -43,7 +43,7 @@ pub const SWAP_CLUSTER_MAX: usize = 32;
 /// Who reclaims (current_is_kswapd(), sc->reclaimer): kswapd, within its node's CPU credit, or
 /// a task in direct reclaim on `cpu`, which pays the time itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Reclaimer {
+pub(crate) enum Reclaimer {
     Kswapd,
     Direct { cpu: usize },
 }
@@ -350,7 +350,7 @@ impl Kernel {
     /// counted as pgdemote_kswapd or pgdemote_direct.
     // mm/vmscan.c: demote_folio_list (MR_DEMOTION, MIGRATE_ASYNC), shrink_inactive_list
     // (PGDEMOTE_KSWAPD + reclaimer_offset())
-    fn demote_folio_list(&mut self, pages: &[PageRef], node: usize, who: Reclaimer, cpu_ns: &mut f64) -> u64 {
+    pub(crate) fn demote_folio_list(&mut self, pages: &[PageRef], node: usize, who: Reclaimer, cpu_ns: &mut f64) -> u64 {
         let Some(target) = self.next_demotion_node(node) else { return 0 };
         let (cpu, event) = match who {
             Reclaimer::Kswapd => (self.topo.node_cpus[node].first().copied().unwrap_or(0), VmEvent::PgdemoteKswapd),
@@ -360,7 +360,9 @@ impl Kernel {
         let mut fallback: Vec<usize> = self.tiers.allowed[node].iter().copied().filter(|&n| n != target).collect();
         fallback.sort_by_key(|&n| (self.topo.node_distance(target, n), n));
         self.migrate_fallback = fallback;
+        self.migrating_for_demotion = true;
         let out = self.migrate_pages(pages, target, cpu, MigrateMode::Async);
+        self.migrating_for_demotion = false;
         self.migrate_fallback.clear();
         self.count(event, out.succeeded);
         *cpu_ns += out.cost;
