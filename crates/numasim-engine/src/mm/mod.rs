@@ -4,6 +4,7 @@ pub mod access_notifier;
 pub mod fault_race;
 pub mod gup;
 pub mod huge_memory;
+pub mod kswapd;
 pub mod memory;
 pub mod memory_tiers;
 pub mod mempolicy;

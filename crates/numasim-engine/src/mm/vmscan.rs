@@ -50,10 +50,10 @@ pub(crate) enum Reclaimer {
 
 /// What one `shrink_node` did: base pages demoted, a direct reclaimer's CPU time (ns), and
 /// false when kswapd's credit ran out first.
-struct Shrunk {
-    demoted: u64,
-    cpu_ns: f64,
-    finished: bool,
+pub(crate) struct Shrunk {
+    pub demoted: u64,
+    pub cpu_ns: f64,
+    pub finished: bool,
 }
 
 impl Kernel {
@@ -127,59 +127,13 @@ impl Kernel {
         checked
     }
 
-    /// Give every awake kswapd this tick's CPU time (at the tick's end); one that balanced its
-    /// node, or found nothing to demote, goes back to sleep.
-    // mm/vmscan.c: kswapd, kswapd_try_to_sleep
-    pub fn run_kswapds(&mut self) {
-        if !self.lru_tracking {
-            return;
-        }
-        for n in 0..self.topo.nr_nodes {
-            if !self.nodes[n].kswapd_wake {
-                continue;
-            }
-            // a batch may overrun the tick: the debt is paid from the next one
-            let m = &mut self.nodes[n];
-            m.kswapd_credit_ns = (m.kswapd_credit_ns + self.tick_ns as f64).min(self.tick_ns as f64);
-            if self.balance_pgdat(n) {
-                let m = &mut self.nodes[n];
-                (m.kswapd_wake, m.kswapd_credit_ns) = (false, 0.0);
-            }
-        }
-    }
-
-    /// Reclaim (demote) until the node's free pages reach the promo watermark in tiering mode,
-    /// else the high one, or until the LRU has nothing cold left, within kswapd's CPU credit.
-    /// Returns false when the credit ran out first (kswapd stays awake).
-    // mm/vmscan.c: balance_pgdat, pgdat_balanced (WMARK_PROMO with NUMA_BALANCING_MEMORY_TIERING)
-    fn balance_pgdat(&mut self, node: usize) -> bool {
-        let m = &self.nodes[node];
-        let mark = if self.tiering_mode() { m.wmark_promo } else { m.wmark_high };
-        let want = mark.saturating_sub(m.free());
-        if self.tiers.demotion[node].is_empty() {
-            return true;
-        }
-        let running = self.running_mms();
-        self.shrink_node(node, want, &running, Reclaimer::Kswapd).finished
-    }
-
-    /// Processes with a runnable task (what `folio_referenced` asks of a page outside
-    /// random-access VMAs).
-    fn running_mms(&self) -> Vec<bool> {
-        let mut running = vec![false; self.mms.len()];
-        for t in self.tasks.iter().filter(|t| t.runnable()) {
-            running[t.mm] = true;
-        }
-        running
-    }
-
     /// The LRU walk kswapd and direct reclaim share: take folios from the old end of `node`'s
     /// LRU, rotate the referenced ones, and demote the others (`node` has a demotion target) in batches of
     /// SWAP_CLUSTER_MAX until `want` pages are demoted, a batch demotes nothing (nothing cold,
     /// or the lower tier is full: no swap to fall back on) or, for kswapd, its CPU credit runs
     /// out. kswapd pays each batch from its credit; a direct reclaimer's time is returned.
     // mm/vmscan.c: shrink_node -> shrink_lruvec -> shrink_inactive_list -> shrink_folio_list
-    fn shrink_node(&mut self, node: usize, mut want: u64, running: &[bool], who: Reclaimer) -> Shrunk {
+    pub(crate) fn shrink_node(&mut self, node: usize, mut want: u64, running: &[bool], who: Reclaimer) -> Shrunk {
         let mut out = Shrunk { demoted: 0, cpu_ns: 0.0, finished: true };
         // every folio is looked at a few times at most: kept, activated, deactivated
         let mut budget = 2 * (self.nodes[node].lru.len() + self.nodes[node].lru_active.len());
