@@ -20,6 +20,8 @@ pub const PTE_WRITE: u8 = 1 << 1;
 pub const PTE_DIRTY: u8 = 1 << 2;
 /// The folio waits in a CPU's LRU add batch: !PageLRU, one extra reference (mm/swap.rs).
 pub const PG_LRU_BATCHED: u8 = 1 << 3;
+/// The folio is on its node's active LRU list (PG_active; kept across a migration).
+pub const PG_ACTIVE: u8 = 1 << 4;
 /// `last_cpupid` of a page that no hint fault has stamped (include/linux/mm.h: all ones).
 pub const CPUPID_UNSET: u32 = u32::MAX;
 /// Pages per PMD (HPAGE_PMD_NR): the block size of the summaries.
@@ -315,6 +317,18 @@ impl PageTable {
     pub fn set_lru_batched(&mut self, i: u64, on: bool) {
         let e = &mut self.pages[i as usize];
         e.flags = if on { e.flags | PG_LRU_BATCHED } else { e.flags & !PG_LRU_BATCHED };
+    }
+
+    /// Set or clear PG_active on every page of the folio at `i` (its pages agree).
+    pub fn set_active(&mut self, i: u64, on: bool) {
+        let (head, nr) = self.folio(i);
+        for e in &mut self.pages[head as usize..(head + nr) as usize] {
+            e.flags = if on { e.flags | PG_ACTIVE } else { e.flags & !PG_ACTIVE };
+        }
+    }
+
+    pub fn active(&self, i: u64) -> bool {
+        self.pages[i as usize].flags & PG_ACTIVE != 0
     }
 
     #[inline]

@@ -95,8 +95,18 @@ impl Kernel {
             return;
         }
         let node = v.pt.nid(page.idx) as usize;
+        let active = v.pt.active(page.idx);
         let stamp = self.lru_stamp(page.mm, page.vma);
-        self.nodes[node].lru.push_back(LruEntry { page, stamp, referenced: false });
+        // lruvec_add_folio: the list follows PG_active, which folio_migrate_flags copies to a
+        // migrated folio's new copy
+        let list = if active { &mut self.nodes[node].lru_active } else { &mut self.nodes[node].lru };
+        list.push_back(LruEntry { page, stamp, referenced: false });
+    }
+
+    fn set_folio_active(&mut self, page: PageRef, on: bool) {
+        if let Some(v) = self.mms.get_mut(page.mm).and_then(|m| m.vmas.get_mut(page.vma)) {
+            v.pt.set_active(page.idx, on);
+        }
     }
 
     /// The inactive list is too short against the active one: inactive x sqrt(10 x GiB of
@@ -122,6 +132,7 @@ impl Kernel {
                 continue;
             }
             let stamp = self.lru_stamp(e.page.mm, e.page.vma);
+            self.set_folio_active(e.page, false);
             self.nodes[node].lru.push_back(LruEntry { stamp, ..e });
         }
         checked
@@ -159,6 +170,7 @@ impl Kernel {
                     let stamp = self.lru_stamp(e.page.mm, e.page.vma);
                     let entry = LruEntry { stamp, referenced: true, ..e };
                     if e.referenced {
+                        self.set_folio_active(e.page, true);
                         self.nodes[node].lru_active.push_back(entry); // FOLIOREF_ACTIVATE
                     } else {
                         self.nodes[node].lru.push_back(entry); // FOLIOREF_KEEP
@@ -234,6 +246,7 @@ impl Kernel {
         for &page in batch {
             if self.lru_entry_valid(page, node) {
                 let stamp = self.lru_stamp(page.mm, page.vma);
+                self.set_folio_active(page, true);
                 self.nodes[node].lru_active.push_back(LruEntry { page, stamp, referenced: false });
             }
         }
@@ -327,6 +340,7 @@ impl Kernel {
 #[cfg(test)]
 mod tests {
     use crate::kernel::Kernel;
+    use crate::mm::rmap::PageRef;
     use crate::mm::types::{VM_READ, VM_WRITE};
     use crate::testutil::tiered_kernel;
     use crate::vmstat::VmEvent::PgdemoteDirect;
@@ -548,5 +562,20 @@ mod tests {
             let out = k.shrink_node(0, 32, &cold, Reclaimer::Direct { cpu: 0 });
             assert_eq!((out.demoted, k.nodes[2].used - before), (moved, moved), "{version}");
         }
+    }
+
+    /// mm/migrate.c: folio_migrate_flags copies PG_active; lruvec_add_folio puts the new
+    /// folio on the list it names: an active folio that migrates stays active on its new node.
+    #[test]
+    fn a_migrated_folio_keeps_its_lru_list() {
+        use crate::mm::migrate::MigrateMode;
+        let mut k = tiered_kernel("demotion_enabled = true", 2);
+        let pages: Vec<PageRef> = k.nodes[0].lru.iter().filter(|e| k.lru_entry_valid(e.page, 0)).map(|e| e.page).take(2).collect();
+        k.set_folio_active(pages[0], true);
+        k.migrate_pages(&pages, 1, 0, MigrateMode::Async);
+        k.lru_add_drain_all();
+        let on = |l: &std::collections::VecDeque<super::LruEntry>, p: PageRef| l.iter().any(|e| e.page == p);
+        assert!(on(&k.nodes[1].lru_active, pages[0]) && !on(&k.nodes[1].lru, pages[0]), "the active one stays active");
+        assert!(on(&k.nodes[1].lru, pages[1]) && !on(&k.nodes[1].lru_active, pages[1]), "the inactive one stays inactive");
     }
 }
