@@ -7,7 +7,7 @@ import numasim
 from conftest import numasim_cli
 from numasim import examples
 
-NAMES = ["four-node-mix", "kvm-guest", "memory-eater-pmbench", "memory-tiering", "migratepages-loop"]
+NAMES = ["four-node-mix", "kvm-guest", "memory-eater-pmbench", "memory-tiering", "migratepages-loop", "reader-writer"]
 
 
 def test_the_examples_are_listed_with_what_they_show():
@@ -91,3 +91,11 @@ def test_memory_tiering_promotes_pmbench_and_demotes_the_eaters(ran):
     bench, eaters = last[last["pid"].isin(pmbench)], last[~last["pid"].isin(pmbench)]
     assert bench[bench["node"] < 2]["pages"].sum() > 4 * bench[bench["node"] >= 2]["pages"].sum()
     assert eaters[eaters["node"] >= 2]["pages"].sum() > 0
+
+
+def test_reader_writer_moves_what_only_the_reader_touches(ran):
+    r = ran["reader-writer"]
+    end = r.process_memory()  # MiB per node of the one process
+    row = end.loc[[i for i in end.index if "program" in i][0]]
+    assert row["Node 1"] > 0.9 * 224 and row["Node 0"] < 1.2 * 32 + 16, row
+    assert r.counters["numa_pages_migrated"] >= 0.9 * 224 * 256
