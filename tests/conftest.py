@@ -16,14 +16,15 @@ SMALL_NUMA02 = FIXTURES / "good" / "numa02-small.toml"
 # A small tiered machine, numa_balancing = 2 on 6.12 with demotion: a DRAM node with 4 CPUs
 # (2 GiB) and a CPU-less kmem node (4 GiB) of intel-2s-128g; tests add [machine.cost] and
 # their [[workload]]s (tests/test_tiering.py, tests/test_plot.py).
-TIERED_MACHINE = """
+TIERED_KERNEL = """
 seed = 1
 [kernel]
 version = "6.12"
 numa_balancing = 2
 [kernel.sysctl]
 demotion_enabled = true
-[machine]
+"""
+TIERED_MACHINE = TIERED_KERNEL + """[machine]
 profile = "intel-2s-128g"
 cpus_per_node = [4, 0]
 memory_type = ["dram", "kmem"]

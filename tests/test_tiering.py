@@ -6,7 +6,7 @@ on the slow node."""
 import pytest
 
 import numasim
-from conftest import TIERED_MACHINE
+from conftest import TIERED_KERNEL, TIERED_MACHINE
 from numasim.exceptions import ScenarioError, SimulationError
 
 SCENARIO = TIERED_MACHINE + """[machine.cost]
@@ -162,14 +162,7 @@ def sixteen_nodes() -> str:
     def matrix(f):
         return "[" + ", ".join("[" + ", ".join(str(f(i, j)) for j in range(n)) + "]" for i in range(n)) + "]"
 
-    return f"""
-seed = 1
-[kernel]
-version = "6.12"
-numa_balancing = 2
-[kernel.sysctl]
-demotion_enabled = true
-[machine]
+    return TIERED_KERNEL + f"""[machine]
 profile = "intel-2s-128g"
 nodes = {n}
 cpus_per_node = {[4] * 8 + [0] * 8}

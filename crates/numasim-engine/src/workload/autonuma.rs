@@ -155,13 +155,11 @@ impl AutonumaSpec {
                         (Bind::Hard, _) => (second_half, Some(second_half)),
                         (Bind::Inverse, _) => (if proc == 1 { first_half } else { second_half }, Some(second_half)),
                     };
-                    let main = new_task(k, mm, &comm, index, vec![Op::Spawn, Op::Join], parent_main, if parent_main.is_some() { 0 } else { start_ns });
-                    if let Some(pm) = parent_main {
-                        // the fork comes before the parent's pthread_create calls
-                        k.tasks[main].pid = k.mms[mm].tgid;
-                        k.tasks[pm].children.retain(|&c| c != main);
-                        k.tasks[pm].children.insert(0, main);
-                    }
+                    let prog = vec![Op::Spawn, Op::Join];
+                    let main = match parent_main {
+                        Some(pm) => fork_task(k, mm, &comm, index, prog, pm),
+                        None => new_task(k, mm, &comm, index, prog, None, start_ns),
+                    };
                     parent_main = parent_main.or(Some(main));
                     set_binding(k, main, cpus, mem);
                     for i in 0..self.threads {
@@ -280,6 +278,21 @@ pub(crate) fn new_task(k: &mut Kernel, mm: usize, comm: &str, workload: usize, p
         k.tasks[p].children.push(t);
     }
     t
+}
+
+/// fork(2) by task `parent` of a new process `mm` whose main thread runs `program`: the child
+/// is its process's leader, inherits its parent's affinity, and is cloned after the parent's
+/// earlier forks and before its threads.
+// kernel/fork.c: kernel_clone (no CLONE_VM)
+pub(crate) fn fork_task(k: &mut Kernel, mm: usize, comm: &str, workload: usize, program: Vec<Op>, parent: usize) -> usize {
+    let c = new_task(k, mm, comm, workload, program, Some(parent), 0);
+    k.tasks[c].pid = k.mms[mm].tgid;
+    k.tasks[c].allowed = k.tasks[parent].allowed.clone();
+    let forks = k.tasks[parent].children.iter().filter(|&&x| x != c && k.tasks[x].mm != k.tasks[parent].mm).count();
+    let ch = &mut k.tasks[parent].children;
+    ch.retain(|&x| x != c);
+    ch.insert(forks, c);
+    c
 }
 
 /// CPU affinity to the nodes in `cpus`, and optionally MPOL_BIND to `mem`.

@@ -178,17 +178,12 @@ impl Kernel {
                     }
                 }
                 Op::SweepFor { vma, first, npages, duration_ns } => {
-                    let at = self.now as f64 + (tick - b);
-                    let end = *self.tasks[t].op_start_ns.get_or_insert(at) + duration_ns as f64;
-                    if at < end {
-                        let slice = (end - at).min(b);
-                        let mut bb = slice;
-                        self.stream_loads_first = true;
-                        self.sweep(t, vma, first, npages, u32::MAX, &mut bb);
-                        self.stream_loads_first = false;
-                        b -= slice - bb;
-                    }
-                    if self.now as f64 + (tick - b) >= end {
+                    let done = self.for_duration(t, duration_ns, &mut b, |k, bb| {
+                        k.stream_loads_first = true;
+                        k.sweep(t, vma, first, npages, u32::MAX, bb);
+                        k.stream_loads_first = false;
+                    });
+                    if done {
                         self.tasks[t].pc += 1;
                         self.tasks[t].sweep = SweepState::default();
                         self.tasks[t].op_start_ns = None;
@@ -273,6 +268,21 @@ impl Kernel {
             }
         }
         *budget = b;
+    }
+
+    /// Run a timed op's work (`run`, pass after pass) for what is left of `duration_ns` since
+    /// the op started (`op_start_ns`), within the tick's budget `b`; true once that time is over.
+    pub(crate) fn for_duration(&mut self, t: usize, duration_ns: u64, b: &mut f64, run: impl FnOnce(&mut Self, &mut f64)) -> bool {
+        let tick = self.tick_ns as f64;
+        let at = self.now as f64 + (tick - *b);
+        let end = *self.tasks[t].op_start_ns.get_or_insert(at) + duration_ns as f64;
+        if at < end {
+            let slice = (end - at).min(*b);
+            let mut bb = slice;
+            run(self, &mut bb);
+            *b -= slice - bb;
+        }
+        self.now as f64 + (tick - *b) >= end
     }
 
     /// The end of task `t`'s tick: a SIGKILL due in it takes effect; returns the ns of CPU

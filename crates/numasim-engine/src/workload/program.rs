@@ -2,7 +2,7 @@
 //! started, the others forked by their parent's main thread) and threads, each with a list of
 //! operations. numaw's `program` runs the same in the VM.
 
-use super::autonuma::{new_mm, new_task};
+use super::autonuma::{fork_task, new_mm, new_task};
 use super::{Access, Op};
 use crate::error::ScenarioProblem;
 use crate::kernel::Kernel;
@@ -332,13 +332,10 @@ impl ProgramSpec {
                 .collect();
             let mut prog = self.ops(k, &ps.main, &vmas);
             prog.extend([Op::Spawn, Op::Join]);
-            let parent = ps.parent.map(|q| mains[q]);
-            let main = new_task(k, mm, comm, index, prog, parent, if parent.is_some() { 0 } else { (self.start_s * 1e9) as u64 });
-            if let Some(pm) = parent {
-                // fork(2): the child's pid is its process's; it inherits the parent's affinity
-                k.tasks[main].pid = k.mms[mm].tgid;
-                k.tasks[main].allowed = k.tasks[pm].allowed.clone();
-            }
+            let main = match ps.parent.map(|q| mains[q]) {
+                Some(pm) => fork_task(k, mm, comm, index, prog, pm),
+                None => new_task(k, mm, comm, index, prog, None, (self.start_s * 1e9) as u64),
+            };
             if let Some(a) = affinity_of(k, ps.node, &ps.cpus, None) {
                 k.tasks[main].allowed = a;
             }
@@ -350,16 +347,6 @@ impl ProgramSpec {
                 }
             }
             mains.push(main);
-        }
-        // a main thread forks its children before it creates its threads (forks in process
-        // order): move the forked mains to the front of its children
-        for (j, ps) in self.processes.iter().enumerate().rev() {
-            if let Some(q) = ps.parent {
-                let (pm, child) = (mains[q], mains[j]);
-                let ch = &mut k.tasks[pm].children;
-                ch.retain(|&c| c != child);
-                ch.insert(0, child);
-            }
         }
     }
 

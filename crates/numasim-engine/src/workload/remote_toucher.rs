@@ -7,7 +7,7 @@
 //! `run_node` workers, the parent the `local_threads`, over a buffer mapped `MAP_SHARED`
 //! (`mapping = "shared"`, anonymous) or from a memfd (`"shmem"`): two processes sharing pages.
 
-use super::autonuma::{new_mm, new_task};
+use super::autonuma::{fork_task, new_mm, new_task};
 use super::Op;
 use crate::error::ScenarioProblem;
 use crate::kernel::Kernel;
@@ -135,8 +135,7 @@ impl RemoteToucherSpec {
         let child = forked.then(|| {
             let cmm = new_mm(k, "numawork", self.threads);
             let cvma = map(k, cmm);
-            let c = new_task(k, cmm, "numawork", index, vec![Op::Spawn, Op::Join], Some(main), 0);
-            k.tasks[c].pid = k.mms[cmm].tgid;
+            let c = fork_task(k, cmm, "numawork", index, vec![Op::Spawn, Op::Join], main);
             k.tasks[c].allowed = touch_cpus.clone();
             (c, cvma)
         });

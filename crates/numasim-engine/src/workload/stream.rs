@@ -16,16 +16,9 @@ impl Kernel {
         if duration_ns == 0 {
             return self.stream(t, vma, first, npages, stride, access, passes, b);
         }
-        let tick = self.tick_ns as f64;
-        let at = self.now as f64 + (tick - *b);
-        let end = *self.tasks[t].op_start_ns.get_or_insert(at) + duration_ns as f64;
-        if at < end {
-            let slice = (end - at).min(*b);
-            let mut bb = slice;
-            self.stream(t, vma, first, npages, stride, access, u32::MAX, &mut bb);
-            *b -= slice - bb;
-        }
-        self.now as f64 + (tick - *b) >= end
+        self.for_duration(t, duration_ns, b, |k, bb| {
+            k.stream(t, vma, first, npages, stride, access, u32::MAX, bb);
+        })
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -105,29 +98,25 @@ impl Kernel {
     #[allow(clippy::too_many_arguments)]
     fn stream_fault(&mut self, t: usize, vma: usize, i: u64, access: Access, anon: bool, pass: u32, b: &mut f64) -> bool {
         let pt = &self.mms[self.tasks[t].mm].vmas[vma].pt;
+        if access == Access::Load && anon && !pt.populated(i) {
+            if pass == 0 {
+                let c = self.do_anonymous_reads(1);
+                self.charge_sys(t, c, b);
+            }
+            return true;
+        }
         let ok = match access {
-            Access::Load => !pt.populated(i) && anon || pt.populated(i) && !pt.protnone(i),
+            Access::Load => pt.populated(i) && !pt.protnone(i),
             _ => pt.store_ok(i),
         };
         // interleaved: a fault waits until every other thread of the group has reached it
-        if !ok && self.must_park(*b) {
-            return false;
+        if ok || self.must_park(*b) {
+            return ok;
         }
-        let pt = &self.mms[self.tasks[t].mm].vmas[vma].pt;
         match access {
-            Access::Load if !pt.populated(i) && anon => {
-                if pass == 0 {
-                    let c = self.do_anonymous_reads(1);
-                    self.charge_sys(t, c, b);
-                }
-                true
-            }
-            Access::Load => (pt.populated(i) && !pt.protnone(i)) || self.access_page(t, vma, i, false, b),
-            Access::Store => pt.store_ok(i) || self.access_page(t, vma, i, true, b),
+            Access::Load => self.access_page(t, vma, i, false, b),
+            Access::Store => self.access_page(t, vma, i, true, b),
             Access::Rmw => {
-                if pt.store_ok(i) {
-                    return true;
-                }
                 // the load comes first: a fault on an unmapped shmem page is a read fault
                 self.stream_loads_first = true;
                 let ok = self.access_page(t, vma, i, true, b);
