@@ -377,7 +377,7 @@ impl RunResult {
                             "latency_hist": latency_json(&p.latency_hist)})
             })
             .collect();
-        json!({
+        let mut out = json!({
             "numasim_version": env!("CARGO_PKG_VERSION"),
             "seed": self.seed,
             "scenario": self.scenario,
@@ -403,7 +403,19 @@ impl RunResult {
                     "memory_tiers": {"adistance": self.tiers.adistance, "toptier": self.tiers.toptier, "demotion": self.tiers.demotion},
                     "kswapd_cpu_s": self.kswapd_cpu_s,
                     "events": {"pte_updates": self.events.0, "hint_faults": self.events.1, "migrations": self.events.2}},
-        })
+        });
+        if let Some(m) = &self.trace.fault_kinds {
+            out["fault_kinds"] = m
+                .iter()
+                .map(|(k, n)| {
+                    json!({"t": k.centisecond as f64 / 100.0, "task": k.pid, "local": k.local as u8, "last": crate::trace::FaultKind::LAST[k.last as usize],
+                           "migrated": k.migrated as u8, "failed": k.failed as u8, "n": n})
+                })
+                .collect();
+            out["scan_windows"] =
+                self.trace.scan_windows.iter().map(|w| json!({"t": w.start as f64 / 1e9, "end": w.end as f64 / 1e9, "task": w.pid, "seq": w.seq, "period_ms": w.period_ms})).collect();
+        }
+        out
     }
 }
 

@@ -43,6 +43,40 @@ pub struct TraceLog {
     pub skip_vma: [u64; 7],
     /// task_numa_fault calls with TNF_MIGRATE_FAIL (what `numasim validate`'s kprobe counts).
     pub migrate_fail_faults: u64,
+    /// `run.trace_faults`: task_numa_fault calls by thread, 10 ms and kind (None: off).
+    pub fault_kinds: Option<std::collections::BTreeMap<FaultKind, u64>>,
+    /// `run.trace_faults`: each task_numa_work window that passed the numa_next_scan gate.
+    pub scan_windows: Vec<ScanWindow>,
+}
+
+/// A task_numa_work call as `numasim validate --trace-faults` sees it (a kprobe and a
+/// kretprobe): start and end ns, the thread, and its numa_scan_seq and numa_scan_period (ms)
+/// as it entered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScanWindow {
+    pub start: u64,
+    pub end: u64,
+    pub pid: u32,
+    pub seq: u32,
+    pub period_ms: u32,
+}
+
+/// One kind of hint fault as `numasim validate --trace-faults` counts it in the VM (a kprobe
+/// on task_numa_fault): the 10 ms it falls in, the thread, TNF_FAULT_LOCAL, whose pid the
+/// page's last_cpupid held (0 none, 1 the faulting thread's, 2 another's), TNF_MIGRATED and
+/// TNF_MIGRATE_FAIL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct FaultKind {
+    pub centisecond: u64,
+    pub pid: u32,
+    pub local: bool,
+    pub last: u8,
+    pub migrated: bool,
+    pub failed: bool,
+}
+
+impl FaultKind {
+    pub const LAST: [&'static str; 3] = ["first", "own", "other"];
 }
 
 impl Kernel {

@@ -136,6 +136,11 @@ def parse_console(text: str) -> dict:
         elif tag == "cal":  # `numaw calibrate`: one or more measurements per line
             out["calibration"].update({k: v for k, v in f.items()
                                       if isinstance(v, (int, float)) and math.isfinite(v)})
+        elif tag == "faultagg":  # `validate --trace-faults`: hint faults per thread, 10 ms and kind
+            if not isinstance(f.get("ts"), (int, float)) or not isinstance(f.get("n"), int):
+                out["skipped"] += 1
+                continue
+            out.setdefault("faultagg", []).append(f)
         elif tag == "tracecount":
             out["tracecount"][str(f.get("event"))] = int(f.get("n", 0))
         elif tag == "skipvma":
@@ -350,6 +355,8 @@ def build_result(p: dict, scenario: dict, source: dict, seed=None) -> Result:
         "skip_vma": p.get("skipvma", {}),
         "vmas": p.get("vmas", []),
         "trace_counts": p.get("tracecount", {}),
+        "fault_kinds": fault_kinds(p),
+        "scan_windows": [w for w in scan_windows(p) if w["task"] in last],
         "interrupts": interrupts,
         "processes": processes,
         "syscalls": p["calls"],
@@ -381,6 +388,45 @@ def task_series(p: dict):
             seq["pid"].append(int(r["pid"]))
             seq["seq"].append(sq)
     return tasks, seq
+
+
+def fault_kinds(p: dict) -> list:
+    """`validate --trace-faults`: the hint faults (task_numa_fault calls) of each thread per
+    10 ms from the runner's start, by kind: local (TNF_FAULT_LOCAL), whose pid the page's
+    last_cpupid held before (first: none, own, other), migrated, failed."""
+    epoch = (p.get("begin") or {}).get("epoch")
+    if not isinstance(epoch, (int, float)):
+        return []
+    rows = [{"t": round(float(f["ts"]) - epoch, 3), "task": f.get("task"), "local": f.get("local"),
+             "last": f.get("last"), "migrated": f.get("migrated"), "failed": f.get("failed"), "n": f["n"]}
+            for f in p.get("faultagg", [])]
+    return sorted(rows, key=lambda r: (r["t"], str(r["task"]), str(r["last"]), str(r["local"])))
+
+
+def _release(p: dict) -> tuple:
+    """(major, minor) of the guest kernel, (0, 0) when unknown."""
+    m = re.match(r"(\d+)\.(\d+)", str((p.get("begin") or {}).get("release") or (p.get("boot") or {}).get("release") or ""))
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
+def scan_windows(p: dict) -> list:
+    """`validate --trace-faults`: each task_numa_work call of the workloads (entry and return,
+    from the runner's start) with the calling thread's numa_scan_seq and numa_scan_period as
+    it entered. They are read at fixed offsets before p->numa_work in task_struct: 52 and 48
+    bytes before 6.9, 48 and 44 since (`u8 il_weight` joined the NUMA fields above them)."""
+    epoch = (p.get("begin") or {}).get("epoch")
+    if not isinstance(epoch, (int, float)):
+        return []
+    seq_key, period_key = ("w48", "w44") if _release(p) >= (6, 9) else ("w52", "w48")
+    out, open_ = [], {}
+    for r in p.get("trace", []):
+        if r.get("event") == "numa_work":
+            open_[r.get("task")] = r
+        elif r.get("event") == "numa_work_end" and r.get("task") in open_:
+            s = open_.pop(r.get("task"))
+            out.append({"t": round(float(s["ts"]) - epoch, 6), "end": round(float(r["ts"]) - epoch, 6),
+                        "task": s.get("task"), "seq": s.get(seq_key), "period_ms": s.get(period_key)})
+    return out
 
 
 def numa_events(p: dict, scenario: dict) -> list:

@@ -178,3 +178,44 @@ def metrics(result, horizon_s: float | None = None) -> dict:
     for k in ("move_numa", "swap_numa", "stick_numa"):
         m[k] = ev.get(k, 0)
     return m
+
+
+def fault_kinds_by_pass(result) -> list:
+    """`validate --trace-faults` / `run.trace_faults`: each thread's hint faults per scan pass,
+    by kind: [{pass, thread, faults, local, first, own, other, migrated}]. Pass k runs from
+    the start of the k-th task_numa_work window (scan_windows) to the next (pass 0: before the
+    first); thread k is the k-th task in tid order (0: the first process's main thread). A
+    10 ms count belongs to the last pass begun before its end."""
+    rows = result.raw.get("fault_kinds") or []
+    starts = sorted(float(w["t"]) for w in result.raw.get("scan_windows") or [])
+    tids = sorted({int(t["pid"]) for t in result.raw.get("tasks") or []} | {int(r["task"]) for r in rows})
+    rank = {tid: i for i, tid in enumerate(tids)}
+    out = {}
+    for r in rows:
+        k = sum(1 for s in starts if s < float(r["t"]) + 0.01)
+        e = out.setdefault((k, rank[int(r["task"])]), {"pass": k, "thread": rank[int(r["task"])], "faults": 0, "local": 0,
+                                                      "first": 0, "own": 0, "other": 0, "migrated": 0})
+        n = int(r["n"])
+        e["faults"] += n
+        e["local"] += n if r["local"] else 0
+        e["migrated"] += n if r["migrated"] else 0
+        if r["last"] in ("first", "own", "other"):
+            e[r["last"]] += n
+    return [out[k] for k in sorted(out)]
+
+
+def fault_kinds_table(sim, vm) -> str:
+    """Side by side per pass and thread: hint faults, and the shares that steer the scan
+    period (local, faults on pages another thread touched last) and placement (migrated)."""
+    a = {(r["pass"], r["thread"]): r for r in fault_kinds_by_pass(sim)}
+    b = {(r["pass"], r["thread"]): r for r in fault_kinds_by_pass(vm)}
+    pct = lambda r, k: f"{100 * r[k] / r['faults']:.0f}%" if r and r["faults"] else "-"  # noqa: E731
+    n = lambda r: str(r["faults"]) if r else "-"  # noqa: E731
+    lines = [f"{'pass':>4} {'thread':>6}  {'faults sim/vm':>15}  {'local sim/vm':>12}  {'other sim/vm':>12}  "
+             f"{'migrated sim/vm':>15}"]
+    for key in sorted(set(a) | set(b)):
+        x, y = a.get(key), b.get(key)
+        lines.append(f"{key[0]:>4} {key[1]:>6}  {n(x) + '/' + n(y):>15}  {pct(x, 'local') + '/' + pct(y, 'local'):>12}  "
+                     f"{pct(x, 'other') + '/' + pct(y, 'other'):>12}  {pct(x, 'migrated') + '/' + pct(y, 'migrated'):>15}")
+    sw = lambda r: ", ".join(f"{w['t']:.2f}" for w in r.raw.get("scan_windows") or [])  # noqa: E731
+    return "\n".join(lines + [f"scan windows (s): sim {sw(sim)}", f"                  vm  {sw(vm)}"])

@@ -75,16 +75,18 @@ def _simulate(d: dict, name: str, kernel: str, out: Path, log):
 
 def validate_boots(name_or_path: str, kernel: str = "6.12", *, boots: int = 1, out: Path | None = None,
                    overrides=None, timeout_s: float | None = None, vm_results: list | None = None, log=None,
-                   calibrate: bool = False, costs: Path | None = None) -> list:
+                   calibrate: bool = False, costs: Path | None = None, trace_faults: bool = False) -> list:
     """One simulation (deterministic) against `boots` boots, or against the saved VM results
     `vm_results`, one comparison each. With more than one, each is saved in out/bootN.
     `costs`: simulate with the VM costs measured by `numasim calibrate` (its profile or .json).
     `calibrate`: measure them in each boot before the workload (`numaw calibrate`) and simulate
-    each boot with its own (bootN/sim.json)."""
+    each boot with its own (bootN/sim.json). `trace_faults`: trace every hint fault in the VM."""
     from numasim.realkernel import calibrate as calmod
 
     log = log or (lambda m: None)
     d = scenario_dict(name_or_path, kernel, overrides)
+    if trace_faults:  # the simulator counts the same kinds (run.trace_faults)
+        d.setdefault("run", {})["trace_faults"] = True
     if costs:
         calmod.apply(d, calmod.load_costs(costs))
     name = Path(name_or_path).stem
@@ -103,7 +105,7 @@ def validate_boots(name_or_path: str, kernel: str = "6.12", *, boots: int = 1, o
         dest.mkdir(parents=True, exist_ok=True)
         if len(runs) > 1:
             log(f"boot {i + 1} of {len(runs)}")
-        vm = _vm_result(resolved, kernel, dest, vm_result, timeout_s, log, calibrate)
+        vm = _vm_result(resolved, kernel, dest, vm_result, timeout_s, log, calibrate, trace_faults)
         boot_sim = sim
         if calibrate:
             cal = vm.raw.get("source", {}).get("calibration")
@@ -115,7 +117,8 @@ def validate_boots(name_or_path: str, kernel: str = "6.12", *, boots: int = 1, o
     return cmps
 
 
-def _vm_result(resolved: dict, kernel: str, out: Path, vm_result, timeout_s, log, calibrate: bool):
+def _vm_result(resolved: dict, kernel: str, out: Path, vm_result, timeout_s, log, calibrate: bool,
+               trace_faults: bool = False):
     if vm_result and str(vm_result).endswith((".log", ".console")):  # re-read a saved console log
         from numasim.realkernel.console import build_result, parse_console
 
@@ -130,13 +133,18 @@ def _vm_result(resolved: dict, kernel: str, out: Path, vm_result, timeout_s, log
     else:
         from numasim.realkernel.vm import run_vm
 
-        vm = run_vm(resolved, kernel, timeout_s=timeout_s, workdir=out / "vm", log=log, calibrate=calibrate)
+        vm = run_vm(resolved, kernel, timeout_s=timeout_s, workdir=out / "vm", log=log, calibrate=calibrate,
+                    trace_faults=trace_faults)
     vm.save(out / "vm.json")
     return vm
 
 
 def _compare(sim, vm, name: str, kernel: str, out: Path, timed: bool = False) -> dict:
     cmp = cmpmod.compare(sim, vm, timed=timed)
+    if sim.raw.get("fault_kinds") is not None and vm.raw.get("fault_kinds"):
+        from numasim.realkernel.pacing import fault_kinds_table
+
+        cmp["fault_kinds"] = fault_kinds_table(sim, vm)
     cmp.update({"scenario": name, "kernel": kernel, "profile": choice(kernel).profile,
                 "vm_kernel": vm.raw.get("source", {}).get("kernel"), "out": str(out),
                 "vm_warnings": vm.raw.get("source", {}).get("warnings", []),
@@ -174,7 +182,7 @@ def cmd_validate(args) -> int:
         out = Path(args.out) / f"{Path(args.scenario).stem}-{k}" if args.out else None
         cmps = validate_boots(args.scenario, k, boots=args.boots, out=out, overrides=overrides,
                               timeout_s=args.timeout, vm_results=vm_results or None, log=log,
-                              calibrate=args.calibrate, costs=args.costs)
+                              calibrate=args.calibrate, costs=args.costs, trace_faults=args.trace_faults)
         for cmp in cmps:
             if not args.json:
                 print(f"{cmp['scenario']} on {cmp['vm_kernel']} (simulated with the {cmp['profile']} profile); "
@@ -186,6 +194,9 @@ def cmd_validate(args) -> int:
                 for path in cmp.get("vm_missing_settings", []):
                     print(f"warning (VM): the guest kernel has no {path}: the scenario's setting was not applied "
                           "there (the simulation used it)")
+                if cmp.get("fault_kinds"):
+                    print("hint faults per scan pass and thread (--trace-faults):")
+                    print(cmp["fault_kinds"])
                 print()
         if len(cmps) > 1:
             summary = cmpmod.across_boots(cmps)
@@ -237,6 +248,10 @@ def register(subparsers, command) -> None:
                          "the costs it measured (bootN/sim.json)")
     sp.add_argument("--costs", metavar="FILE",
                     help="simulate with the VM costs of a profile written by `numasim calibrate` (or its .json)")
+    sp.add_argument("--trace-faults", action="store_true",
+                    help="trace every NUMA hint fault in the VM (kprobe on task_numa_fault: vm.json "
+                         "fault_kinds, per thread, 100 ms and kind) and each task_numa_work call with the "
+                         "scanning thread's scan period (numa_events `numa_work`); slows hint faults")
     sp.add_argument("--json", action="store_true", help="print the comparison as JSON")
     sp.add_argument("--strict", action="store_true",
                     help="exit 1 when a checked metric is outside ±25%% (with several boots: in a majority of them)")

@@ -113,6 +113,25 @@ if [ -d $T/events/sched ]; then
     else
         echo "@nsw warn missing=kprobe_task_numa_fault"
     fi
+    # `validate --trace-faults`: every hint fault (counted in the guest per thread, 10 ms and
+    # kind), and each task_numa_work call (entry and return) with the words before p->numa_work in task_struct
+    # (numa_scan_seq, numa_scan_period, numa_scan_period_max, numa_preferred_nid: their
+    # offsets differ between releases, so four words are read and console.py picks them)
+    if [ "$TRACE_FAULTS" = 1 ]; then
+        echo 16384 > $T/buffer_size_kb 2>/dev/null
+        if echo 'p:numa_fault_all task_numa_fault last_cpupid=%di:s32 mem_node=%si:s32 pages=%dx:s32 flags=%cx:u32' >> $T/kprobe_events 2>/dev/null; then
+            echo 1 > $T/events/kprobes/numa_fault_all/enable
+        else
+            echo "@nsw warn missing=kprobe_numa_fault_all"
+        fi
+        if echo 'p:numa_work task_numa_work w52=-52(%di):s32 w48=-48(%di):s32 w44=-44(%di):s32 w40=-40(%di):s32 w36=-36(%di):s32' >> $T/kprobe_events 2>/dev/null &&
+           echo 'r:numa_work_end task_numa_work' >> $T/kprobe_events 2>/dev/null; then
+            echo 1 > $T/events/kprobes/numa_work/enable
+            echo 1 > $T/events/kprobes/numa_work_end/enable
+        else
+            echo "@nsw warn missing=kprobe_task_numa_work"
+        fi
+    fi
 else
     echo "@nsw warn missing=tracefs"
 fi
@@ -154,11 +173,23 @@ if [ -d $T/events/sched ]; then
              rest = substr($0, RSTART + RLENGTH); sub(/^\([^)]*\) */, "", rest)
              task = $1; sub(/.*-/, "", task)
              if (ev == "skip_vma_numa") { r = rest; sub(/.*reason=/, "", r); sub(/ .*/, "", r); skip[r]++ }
+             if (ev == "numa_fault_all") {
+                 split(rest, kv, " "); lc = -1; fl = 0; np = 1
+                 for (i in kv) { split(kv[i], q, "=")
+                     if (q[1] == "last_cpupid") lc = q[2] + 0; else if (q[1] == "flags") fl = q[2] + 0; else if (q[1] == "pages") np = q[2] + 0 }
+                 lp = ((lc % 256) + 256) % 256
+                 cls = (lp == 255) ? "first" : ((lp == (task % 256)) ? "own" : "other")
+                 key = task " " int(ts * 100) " " (int(fl / 8) % 2) " " cls " " (fl % 2) " " (int(fl / 16) % 2)
+                 agg[key] += np; cnt[ev]++
+                 next
+             }
              cnt[ev]++
              if ((ev == "numa_fault_fail" && cnt[ev] > 300) || (ev == "skip_vma_numa" && cnt[ev] > 1000)) next
              n++; if (n > 6000) next
              print "@nsw trace ts=" ts " task=" task " event=" ev " " rest }
          END { for (r in skip) print "@nsw skipvma reason=" r " n=" skip[r]
+               for (k in agg) { split(k, a, " ")
+                   print "@nsw faultagg task=" a[1] " ts=" a[2] / 100 " local=" a[3] " last=" a[4] " migrated=" a[5] " failed=" a[6] " n=" agg[k] }
                for (e in cnt) print "@nsw tracecount event=" e " n=" cnt[e]
                if (n > 6000) print "@nsw warn trace_lines_dropped=" n - 6000 }' $T/trace
 fi
@@ -238,7 +269,8 @@ def trace_filter(spec_lines: list) -> str:
 
 
 def config_text(settings: dict, interval_ms: int, max_s: float, comms: str = "pid == 0", mem_ms: int | None = None,
-                maps_ms: int | None = None, calibrate: bool = False, run: bool = True, place_ms: int = 0) -> str:
+                maps_ms: int | None = None, calibrate: bool = False, run: bool = True, place_ms: int = 0,
+                trace_faults: bool = False) -> str:
     mthp = " ".join(f"{kb}:{v}" for kb, v in sorted(settings.get("mthp", {}).items()))
     lines = {
         "NUMA_BALANCING": settings["numa_balancing"],
@@ -259,6 +291,7 @@ def config_text(settings: dict, interval_ms: int, max_s: float, comms: str = "pi
         "WORKLOAD_COMMS": "'" + comms.replace("'", "") + "'",
         "CALIBRATE": int(calibrate),
         "RUN": int(run),
+        "TRACE_FAULTS": int(trace_faults),
     }
     return "".join(f"{k}={v}\n" for k, v in lines.items())
 
@@ -266,7 +299,7 @@ def config_text(settings: dict, interval_ms: int, max_s: float, comms: str = "pi
 def build_initramfs(out: Path, spec_lines: list, settings: dict, interval_ms: int = 100,
                     max_s: float = 300.0, numaw: Path | None = None, busybox: Path | None = None,
                     mem_ms: int | None = None, maps_ms: int | None = None, calibrate: bool = False,
-                    run: bool = True, place_ms: int = 0) -> Path:
+                    run: bool = True, place_ms: int = 0, trace_faults: bool = False) -> Path:
     """Write a gzip'd newc cpio with /init, /config, /scenario.txt, /bin/busybox, /bin/numaw
     (the archive is made by `busybox cpio`: the host needs no cpio)."""
     numaw = numaw or numaw_path()
@@ -281,7 +314,7 @@ def build_initramfs(out: Path, spec_lines: list, settings: dict, interval_ms: in
         (root / "init").write_text(INIT)
         (root / "init").chmod(0o755)
         (root / "config").write_text(config_text(settings, interval_ms, max_s, trace_filter(spec_lines), mem_ms, maps_ms,
-                                                   calibrate, run, place_ms))
+                                                   calibrate, run, place_ms, trace_faults))
         (root / "scenario.txt").write_text("\n".join(spec_lines) + "\n")
         names = []
         for dirpath, dirnames, filenames in os.walk(root):
@@ -437,10 +470,12 @@ def _boot_with_retries(cmd: list, workdir: Path, timeout_s: float, log) -> tuple
 
 
 def run_vm(resolved: dict, kernel: str = "6.12", *, timeout_s: float | None = None, workdir: Path | None = None,
-           vmlinuz: Path | None = None, kernel_info: dict | None = None, log=None, calibrate: bool = False):
+           vmlinuz: Path | None = None, kernel_info: dict | None = None, log=None, calibrate: bool = False,
+           trace_faults: bool = False):
     """Boot kernel `kernel` with the scenario's topology, run its workloads, return a Result
     (source = {"kind": "qemu", ...}). The console log is kept in workdir/console.log. With
-    `calibrate`, `numaw calibrate` runs first in the same boot (source.calibration)."""
+    `calibrate`, `numaw calibrate` runs first in the same boot (source.calibration); with
+    `trace_faults`, every hint fault is traced (result `fault_kinds`, `numa_work` events)."""
     log = log or (lambda m: None)
     qv = qemu_version()
     vmlinuz, info = _kernel_image(kernel, vmlinuz, kernel_info, log)
@@ -456,7 +491,8 @@ def run_vm(resolved: dict, kernel: str = "6.12", *, timeout_s: float | None = No
     workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="numasim-vm-"))
     workdir.mkdir(parents=True, exist_ok=True)
     initrd = build_initramfs(workdir / "initrd.img", lines, settings, interval, max_s, mem_ms=mem_ms, maps_ms=maps_ms,
-                             calibrate=calibrate, place_ms=specmod.place_interval(resolved, mem_ms))
+                             calibrate=calibrate, place_ms=specmod.place_interval(resolved, mem_ms),
+                             trace_faults=trace_faults)
     cmd = qemu_command(topo, vmlinuz, initrd)
     (workdir / "qemu.cmd").write_text(" ".join(cmd) + "\n")
     log(f"booting {info.get('release')} ({describe(topo)}, TCG), time limit {timeout_s:.0f} s")

@@ -138,4 +138,8 @@ pub struct RunConfig {
     /// Processes of at most this many threads (every thread they have, main included) run the threads that share pages
     /// interleaved in simulated time (sim/interleave.rs; 0 or 1: none).
     pub interleave_max_threads: usize,
+    /// Count every hint fault by thread, 100 ms and kind (result `fault_kinds`), as
+    /// `numasim validate --trace-faults` does in the VM.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub trace_faults: bool,
 }

@@ -262,4 +262,5 @@ pub struct RawRun {
     pub placement_interval_ms: Option<i64>,
     pub numa_maps_interval_ms: Option<i64>,
     pub interleave_max_threads: Option<i64>,
+    pub trace_faults: Option<bool>,
 }

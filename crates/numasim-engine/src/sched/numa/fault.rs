@@ -112,6 +112,9 @@ impl Kernel {
         if flags & TNF_MIGRATE_FAIL != 0 {
             self.trace.migrate_fail_faults += 1;
         }
+        if self.trace.fault_kinds.is_some() {
+            self.record_fault_kind(t, last_cpupid, pages, flags);
+        }
         // 33024536bafd (6.1): no NUMA statistics for faults on a lower tier in tiering mode
         if self.feature(Feature::NumaTieringHotThreshold) && !self.node_is_toptier(mem_node) && (self.tiering_mode() || !cpupid_valid(last_cpupid, self.topo.nr_cpus())) {
             return;
@@ -159,6 +162,31 @@ impl Kernel {
         p.faults[task_faults_idx(nr_nodes, NUMA_MEMBUF, mem_node, pv)] += pages as i64;
         p.faults[task_faults_idx(nr_nodes, NUMA_CPUBUF, cpu_node, pv)] += pages as i64;
         p.faults_locality[local as usize] += pages;
+    }
+}
+
+impl Kernel {
+    /// `run.trace_faults`: count the call as the VM's kprobe on task_numa_fault does.
+    fn record_fault_kind(&mut self, t: usize, last_cpupid: u32, pages: u64, flags: u32) {
+        let pid = self.tasks[t].pid;
+        let last = if last_cpupid == CPUPID_UNSET {
+            0
+        } else if cpupid_match_pid(pid, last_cpupid) {
+            1
+        } else {
+            2
+        };
+        let key = crate::trace::FaultKind {
+            centisecond: self.clock / 10_000_000,
+            pid,
+            local: flags & TNF_FAULT_LOCAL != 0,
+            last,
+            migrated: flags & TNF_MIGRATED != 0,
+            failed: flags & TNF_MIGRATE_FAIL != 0,
+        };
+        if let Some(m) = self.trace.fault_kinds.as_mut() {
+            *m.entry(key).or_insert(0) += pages;
+        }
     }
 }
 

@@ -121,6 +121,12 @@ impl Kernel {
         }
         // only one thread of the mm wins the window (cmpxchg on numa_next_scan)
         self.mms[mm].numa_next_scan = now + self.tasks[t].numa.scan_period as u64 * NSEC_PER_MSEC;
+        let window = self.trace.fault_kinds.is_some().then_some(self.trace.scan_windows.len());
+        if window.is_some() {
+            let p = &self.tasks[t];
+            let w = crate::trace::ScanWindow { start: self.clock, end: self.clock, pid: p.pid, seq: p.numa.scan_seq, period_ms: p.numa.scan_period };
+            self.trace.scan_windows.push(w);
+        }
         self.tasks[t].numa.node_stamp += 2 * self.tick_ns;
         let budget = self.variants().scan_budget;
         let forced_retry = self.variants().vma_scan_rules >= VmaScanRules::V6_7;
@@ -202,6 +208,9 @@ impl Kernel {
         let _ = start;
         // inc/dec_tlb_flush_pending around each change_protection: the window's walk and flush
         self.mms[mm].tlb_flush_pending = (self.clock, self.clock + sys as u64);
+        if let Some(i) = window {
+            self.trace.scan_windows[i].end = self.clock + sys as u64;
+        }
         // 51170840fe91 (4.5): node_stamp += 32 * time spent here caps scanning at ~3%
         if budget >= ScanBudget::V4_5 {
             self.tasks[t].numa.node_stamp += 32 * sys as u64;
