@@ -60,6 +60,9 @@ pub struct Mm {
     pub numa_next_scan: u64,
     pub numa_scan_offset: u64,
     pub numa_scan_seq: u32,
+    /// When the last numa_scan_seq increment happened, ns: the end of the task_numa_work call
+    /// that finished the pass. Threads faulting before it still read the previous seq.
+    pub numa_scan_seq_at: u64,
     /// Resident pages per node (what numa_maps / autonuma-benchmark's nmstat sum up).
     pub node_pages: [u64; MAX_NODES],
     pub exited: bool,
@@ -94,6 +97,7 @@ impl Mm {
             numa_next_scan: 0,
             numa_scan_offset: 0,
             numa_scan_seq: 0,
+            numa_scan_seq_at: 0,
             node_pages: [0; MAX_NODES],
             shmem_pages: [0; MAX_NODES],
             exited: false,

@@ -24,7 +24,7 @@ impl Kernel {
     // kernel/sched/fair.c: task_numa_placement
     pub fn task_numa_placement(&mut self, t: usize) {
         let mm = self.tasks[t].mm;
-        let seq = self.mms[mm].numa_scan_seq;
+        let seq = self.numa_scan_seq_seen(mm);
         if self.tasks[t].numa.scan_seq == seq {
             return;
         }

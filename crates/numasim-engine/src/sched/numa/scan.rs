@@ -95,11 +95,36 @@ impl Kernel {
         }
     }
 
+    /// A pass is complete: the next window starts at the first VMA, and faults from `at` on
+    /// (ns) belong to the next pass.
     // kernel/sched/fair.c: reset_ptenuma_scan
-    fn reset_ptenuma_scan(&mut self, mm: usize) {
+    fn reset_ptenuma_scan(&mut self, mm: usize, at: u64) {
         let m = &mut self.mms[mm];
         m.numa_scan_seq = m.numa_scan_seq.wrapping_add(1);
+        m.numa_scan_seq_at = at;
         m.numa_scan_offset = 0;
+    }
+
+    /// mm->numa_scan_seq as a thread faulting now reads it: task_numa_work bumps it where the
+    /// window ends, after its PTE walk and flushes, while the mm's other threads run on and
+    /// fault on the PTEs it has already changed (their faults still count in the old pass).
+    pub fn numa_scan_seq_seen(&self, mm: usize) -> u32 {
+        let m = &self.mms[mm];
+        if self.clock < m.numa_scan_seq_at {
+            m.numa_scan_seq.wrapping_sub(1)
+        } else {
+            m.numa_scan_seq
+        }
+    }
+
+    /// The instant the scanning thread, which runs after `debts` ns of kernel work at the start
+    /// of its tick, has done `work` ns more: each tick's first `host_steal_ns` go to the host.
+    fn scan_end_clock(&self, debts: f64, work: f64) -> u64 {
+        let tick = self.tick_ns as f64;
+        let per_tick = (tick - self.host_steal_ns).max(1.0);
+        let done = debts + work;
+        let k = (done / per_tick).floor();
+        (self.now as f64 + k * tick + self.host_steal_ns + (done - k * per_tick)) as u64
     }
 
     /// One scan window: protect up to scan_size of resident pages (spec §1.4), with the
@@ -145,7 +170,7 @@ impl Kernel {
             let mut vi = match self.mms[mm].vmas.iter().position(|v| v.end() > start) {
                 Some(i) => i,
                 None => {
-                    self.reset_ptenuma_scan(mm);
+                    self.reset_ptenuma_scan(mm, self.clock);
                     start = 0;
                     0
                 }
@@ -199,17 +224,18 @@ impl Kernel {
             }
             break (false, start);
         };
+        let end_at = self.scan_end_clock(self.clock.saturating_sub(now) as f64, sys);
         if stopped {
             self.mms[mm].numa_scan_offset = start;
         } else {
-            self.reset_ptenuma_scan(mm);
+            self.reset_ptenuma_scan(mm, end_at);
             start = 0;
         }
         let _ = start;
         // inc/dec_tlb_flush_pending around each change_protection: the window's walk and flush
         self.mms[mm].tlb_flush_pending = (self.clock, self.clock + sys as u64);
         if let Some(i) = window {
-            self.trace.scan_windows[i].end = self.clock + sys as u64;
+            self.trace.scan_windows[i].end = end_at;
         }
         // 51170840fe91 (4.5): node_stamp += 32 * time spent here caps scanning at ~3%
         if budget >= ScanBudget::V4_5 {
@@ -266,6 +292,36 @@ mod window_tests {
         assert!(until as f64 - from as f64 >= updates as f64 * k.cost.pte_update_ns, "{from}..{until}");
         assert!((k.tasks[t].sys_debt_ns - 1_000.0 - (until - from) as f64).abs() < 1.0, "paid in the tick as a debt");
         assert!(!k.tasks[t].numa.work_pending);
+    }
+
+    /// kernel/sched/fair.c: task_numa_work -> reset_ptenuma_scan, task_numa_placement — the
+    /// pass's seq is bumped where the window that completes it returns, after its PTE walk
+    /// and flush. Another thread that faults while the window runs still reads the old seq (no
+    /// placement, its faults count in the old pass); from the window's end it reads the new one.
+    #[test]
+    fn scan_seq_changes_where_the_completing_window_ends() {
+        let mut k = small_kernel("");
+        let scanner = thread(&k, 0);
+        let other = thread(&k, 1);
+        k.mms[0].numa_next_scan = 1;
+        k.tasks[scanner].numa.work_pending = true;
+        k.tasks[scanner].sys_debt_ns = 1_000.0;
+        k.run_numa_task_work();
+        assert_eq!(k.mms[0].numa_scan_seq, 1, "the 64 MiB fit one window: the pass is complete");
+        let (from, until) = k.mms[0].tlb_flush_pending;
+        let end = k.mms[0].numa_scan_seq_at;
+        assert!(end >= until && (end - from) as f64 >= 16384.0 * k.cost.pte_update_ns, "after 16k PTE updates: {from} {until} {end}");
+        k.tasks[other].numa.migrate_retry = u64::MAX;
+        let pid = k.tasks[other].pid;
+        k.task_numa_fault(other, crate::sched::numa::fault::cpu_pid_to_cpupid(1, pid), 0, 1, 0);
+        k.clock = end - 1;
+        assert_eq!(k.numa_scan_seq_seen(0), 0);
+        k.task_numa_placement(other);
+        assert_eq!(k.tasks[other].numa.scan_seq, 0, "a fault during the window: no placement");
+        k.clock = end;
+        assert_eq!(k.numa_scan_seq_seen(0), 1);
+        k.task_numa_placement(other);
+        assert_eq!(k.tasks[other].numa.scan_seq, 1);
     }
 
     /// kernel/sched/fair.c: task_numa_work — the mm-wide numa_next_scan gate lets one thread
