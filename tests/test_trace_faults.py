@@ -86,3 +86,13 @@ def test_trace_faults_must_be_a_boolean():
     d["run"]["trace_faults"] = "yes"
     with pytest.raises(numasim.ScenarioError, match="trace_faults"):
         numasim.resolve(to_toml(d))
+
+
+def test_an_overflowed_trace_buffer_is_named_not_taken_for_the_run():
+    from numasim.realkernel.console import build_result
+
+    fixture = Path(__file__).parent / "fixtures" / "realkernel" / "remote-toucher-4k-6.12.console"
+    text = fixture.read_text() + "@nsw faultagg task=300 ts=100.01 local=1 last=own migrated=0 failed=0 n=1000\n"
+    d = scenario_dict("remote-toucher-4k", "6.12")
+    r = build_result(parse_console(text), numasim.resolve(to_toml(d)), {"kind": "qemu", "accel": "tcg"})
+    assert any("fault_kinds holds 1000 of the run's 33918 hint faults" in w for w in r.raw["source"]["warnings"])

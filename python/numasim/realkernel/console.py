@@ -338,6 +338,12 @@ def build_result(p: dict, scenario: dict, source: dict, seed=None) -> Result:
             source = {**source, "warnings": list(source.get("warnings", [])) + [
                 f"node {r.get('node')} started with {r.get('free_after_kb', 0) // 1024} MiB free, "
                 f"the scenario's node has {r.get('want_kb', 0) // 1024} MiB" for r in short]}
+    traced = sum(int(f.get("n", 0)) for f in p.get("faultagg", []))
+    if p.get("faultagg") and traced < 0.98 * counters.get("numa_hint_faults", 0):
+        # the trace ring buffer overwrote its oldest events: the counts are incomplete
+        source = {**source, "warnings": list(source.get("warnings", [])) + [
+            f"fault_kinds holds {traced} of the run's {counters.get('numa_hint_faults', 0)} hint faults "
+            "(the trace buffer overflowed): per-pass counts are incomplete"]}
     missing = missing_settings(p.get("warnings", []))
     if missing:  # written by the init script and absent from this kernel: named, not dropped
         source = {**source, "missing_settings": missing}

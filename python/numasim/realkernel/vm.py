@@ -116,7 +116,7 @@ if [ -d $T/events/sched ]; then
     # `validate --trace-faults`: every hint fault (counted in the guest per thread, 10 ms and
     # kind), and each task_numa_work call (entry and return) with the words before p->numa_work in task_struct
     # (numa_scan_seq, numa_scan_period, numa_scan_period_max, numa_preferred_nid: their
-    # offsets differ between releases, so four words are read and console.py picks them)
+    # offsets differ between releases, so five words are read and console.py picks them)
     if [ "$TRACE_FAULTS" = 1 ]; then
         echo 16384 > $T/buffer_size_kb 2>/dev/null
         if echo 'p:numa_fault_all task_numa_fault last_cpupid=%di:s32 mem_node=%si:s32 pages=%dx:s32 flags=%cx:u32' >> $T/kprobe_events 2>/dev/null; then
