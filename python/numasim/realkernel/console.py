@@ -361,7 +361,7 @@ def build_result(p: dict, scenario: dict, source: dict, seed=None) -> Result:
         "skip_vma": p.get("skipvma", {}),
         "vmas": p.get("vmas", []),
         "trace_counts": p.get("tracecount", {}),
-        "fault_kinds": fault_kinds(p),
+        "fault_kinds": [r for r in fault_kinds(p) if r["task"] in last],  # the workload's threads
         "scan_windows": [w for w in scan_windows(p) if w["task"] in last],
         "interrupts": interrupts,
         "processes": processes,

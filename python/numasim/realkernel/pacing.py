@@ -188,7 +188,8 @@ def fault_kinds_by_pass(result) -> list:
     10 ms count belongs to the last pass begun before its end."""
     rows = result.raw.get("fault_kinds") or []
     starts = sorted(float(w["t"]) for w in result.raw.get("scan_windows") or [])
-    tids = sorted({int(t["pid"]) for t in result.raw.get("tasks") or []} | {int(r["task"]) for r in rows})
+    tids = sorted({int(t["pid"]) for t in result.raw.get("tasks") or []})
+    rows = [r for r in rows if int(r["task"]) in tids]
     rank = {tid: i for i, tid in enumerate(tids)}
     out = {}
     for r in rows:
