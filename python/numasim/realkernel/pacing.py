@@ -182,18 +182,22 @@ def metrics(result, horizon_s: float | None = None) -> dict:
 
 def fault_kinds_by_pass(result) -> list:
     """`validate --trace-faults` / `run.trace_faults`: each thread's hint faults per scan pass,
-    by kind: [{pass, thread, faults, local, first, own, other, migrated}]. Pass k runs from
-    the start of the k-th task_numa_work window (scan_windows) to the next (pass 0: before the
-    first); thread k is the k-th task in tid order (0: the first process's main thread). A
-    10 ms count belongs to the last pass begun before its end."""
+    by kind: [{pass, thread, faults, local, first, own, other, migrated}]. Pass k of a thread
+    runs from the start of its process's k-th task_numa_work window (scan_windows) to the next
+    (pass 0: before the first); thread "p.k" is the k-th task in tid order (0: the main thread)
+    of the p-th process in tgid order. A 10 ms count belongs to the last pass begun before its
+    end."""
     rows = result.raw.get("fault_kinds") or []
-    starts = sorted(float(w["t"]) for w in result.raw.get("scan_windows") or [])
-    tids = sorted({int(t["pid"]) for t in result.raw.get("tasks") or []})
-    rows = [r for r in rows if int(r["task"]) in tids]
-    rank = {tid: i for i, tid in enumerate(tids)}
+    tgid = {int(t["pid"]): int(t.get("tgid", t["pid"])) for t in result.raw.get("tasks") or []}
+    starts = defaultdict(list)
+    for w in result.raw.get("scan_windows") or []:
+        starts[tgid.get(int(w["task"]))].append(float(w["t"]))
+    procs = sorted(set(tgid.values()))
+    rank = {tid: f"{procs.index(g)}.{sorted(t for t in tgid if tgid[t] == g).index(tid)}" for tid, g in tgid.items()}
+    rows = [r for r in rows if int(r["task"]) in tgid]
     out = {}
     for r in rows:
-        k = sum(1 for s in starts if s < float(r["t"]) + 0.01)
+        k = sum(1 for s in starts[tgid[int(r["task"])]] if s < float(r["t"]) + 0.01)
         e = out.setdefault((k, rank[int(r["task"])]), {"pass": k, "thread": rank[int(r["task"])], "faults": 0, "local": 0,
                                                       "first": 0, "own": 0, "other": 0, "migrated": 0})
         n = int(r["n"])
