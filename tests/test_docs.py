@@ -60,7 +60,7 @@ SKIPPED = {
                   "numasim reproduce vma-flags-grouping", "numasim reproduce tiering-hot-selection", "numasim fidelity",
                   "numasim validate remote-toucher-4k",
                   "numasim calibrate --kernel", "numasim validate two-processes-4k",
-                  "numasim hostrun my-scenario.toml"],
+                  "numasim validate reader-writer-4k", "numasim hostrun my-scenario.toml"],
     "docs/realkernel.md": ["numasim validate remote-toucher-4k", "numasim validate my.toml",
                            "numasim validate migratepages-4k", "numasim validate two-processes-4k",
                            "numasim validate two-processes-4k", "numasim calibrate --kernel",
