@@ -79,6 +79,13 @@ impl FaultKind {
     pub const LAST: [&'static str; 3] = ["first", "own", "other"];
 }
 
+impl TraceLog {
+    /// `run.trace_faults`: hint-fault kinds and scan windows are recorded.
+    pub fn tracing_faults(&self) -> bool {
+        self.fault_kinds.is_some()
+    }
+}
+
 impl Kernel {
     /// Record a tracepoint hit of task `t` (bounded: see MAX_EVENTS).
     pub fn trace_sched(&mut self, event: TraceKind, t: usize, src_nid: Option<usize>, dst_nid: Option<usize>, other: Option<usize>) {

@@ -361,8 +361,6 @@ def build_result(p: dict, scenario: dict, source: dict, seed=None) -> Result:
         "skip_vma": p.get("skipvma", {}),
         "vmas": p.get("vmas", []),
         "trace_counts": p.get("tracecount", {}),
-        "fault_kinds": [r for r in fault_kinds(p) if r["task"] in last],  # the workload's threads
-        "scan_windows": [w for w in scan_windows(p) if w["task"] in last],
         "interrupts": interrupts,
         "processes": processes,
         "syscalls": p["calls"],
@@ -370,6 +368,9 @@ def build_result(p: dict, scenario: dict, source: dict, seed=None) -> Result:
         "scenario": scenario,
         "seed": seed if seed is not None else scenario.get("seed"),
     }
+    if "faultagg" in p:  # `validate --trace-faults`, as the simulator's run.trace_faults: the workload's threads
+        raw["fault_kinds"] = [r for r in fault_kinds(p) if r["task"] in last]
+        raw["scan_windows"] = [w for w in scan_windows(p) if w["task"] in last]
     return Result(json.dumps(raw, indent=1, sort_keys=True))
 
 

@@ -51,14 +51,21 @@ impl Kernel {
     /// rest of its tick, then in each later tick what the host's steal leaves (run_task_begin).
     pub fn call_wall_clock(&self, work: f64) -> f64 {
         let Some(c) = self.call_clock else { return 0.0 };
-        if work <= c.left {
-            return c.at + work;
+        self.wall_clock_after(c.at, c.left, work)
+    }
+
+    /// The absolute ns at which kernel work that starts at `at`, with `left` ns of its tick to
+    /// run, has done `work` ns: the rest of its tick, then in each later tick what the host's
+    /// steal leaves (run_task_begin).
+    pub fn wall_clock_after(&self, at: f64, left: f64, work: f64) -> f64 {
+        if work <= left {
+            return at + work;
         }
         let tick = self.tick_ns as f64;
         let per_tick = tick - self.host_steal_ns;
-        let later = work - c.left;
+        let later = work - left;
         let k = (later / per_tick).floor();
-        c.at + c.left + k * tick + self.host_steal_ns + (later - k * per_tick)
+        at + left + k * tick + self.host_steal_ns + (later - k * per_tick)
     }
 
     /// The running timed call unmapped folio `p` at absolute ns `unmap_at` and remaps it at

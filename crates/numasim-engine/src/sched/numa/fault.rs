@@ -112,7 +112,7 @@ impl Kernel {
         if flags & TNF_MIGRATE_FAIL != 0 {
             self.trace.migrate_fail_faults += 1;
         }
-        if self.trace.fault_kinds.is_some() {
+        if self.trace.tracing_faults() {
             self.record_fault_kind(t, last_cpupid, pages, flags);
         }
         // 33024536bafd (6.1): no NUMA statistics for faults on a lower tier in tiering mode

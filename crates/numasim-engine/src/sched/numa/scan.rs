@@ -121,10 +121,7 @@ impl Kernel {
     /// of its tick, has done `work` ns more: each tick's first `host_steal_ns` go to the host.
     fn scan_end_clock(&self, debts: f64, work: f64) -> u64 {
         let tick = self.tick_ns as f64;
-        let per_tick = (tick - self.host_steal_ns).max(1.0);
-        let done = debts + work;
-        let k = (done / per_tick).floor();
-        (self.now as f64 + k * tick + self.host_steal_ns + (done - k * per_tick)) as u64
+        self.wall_clock_after(self.now as f64 + self.host_steal_ns, tick - self.host_steal_ns, debts + work) as u64
     }
 
     /// One scan window: protect up to scan_size of resident pages (spec §1.4), with the
@@ -146,7 +143,7 @@ impl Kernel {
         }
         // only one thread of the mm wins the window (cmpxchg on numa_next_scan)
         self.mms[mm].numa_next_scan = now + self.tasks[t].numa.scan_period as u64 * NSEC_PER_MSEC;
-        let window = self.trace.fault_kinds.is_some().then_some(self.trace.scan_windows.len());
+        let window = self.trace.tracing_faults().then_some(self.trace.scan_windows.len());
         if window.is_some() {
             let p = &self.tasks[t];
             let w = crate::trace::ScanWindow { start: self.clock, end: self.clock, pid: p.pid, seq: p.numa.scan_seq, period_ms: p.numa.scan_period };
