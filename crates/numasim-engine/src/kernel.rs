@@ -219,7 +219,7 @@ impl Kernel {
             exec_start: Vec::new(),
             mthp_stats: [[0; 2]; 10],
             folio_migrations: Default::default(),
-            trace: crate::trace::TraceLog { fault_kinds: s.run.trace_faults.then(Default::default), ..Default::default() },
+            trace: crate::trace::TraceLog { fault_kinds: s.run.trace_faults.then(Default::default), tracepoints: s.run.trace.then(Default::default), ..Default::default() },
             lru_add: vec![Vec::new(); s.machine.topology.nr_cpus()],
             image_preset: crate::workload::image::ImagePreset::None,
             images: Default::default(),

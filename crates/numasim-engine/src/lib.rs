@@ -22,6 +22,7 @@ pub mod simulation;
 pub mod testutil;
 pub mod topology;
 pub mod trace;
+pub mod tracepoints;
 pub mod variants;
 pub mod vmstat;
 pub mod workload;

@@ -162,6 +162,8 @@ pub struct RunResult {
     pub folios: FolioMigrations,
     pub kvm: Vec<KvmResult>,
     pub trace: crate::trace::TraceLog,
+    /// `run.trace`: the result's `trace` object (tracepoints.rs).
+    pub tracepoints: Option<Value>,
 }
 
 /// One VM of a run.
@@ -297,7 +299,14 @@ impl RunResult {
                 .iter()
                 .map(|v| KvmResult { pid: k.mms[v.mm].tgid, vcpus: v.vcpus.len(), scan_passes: v.scan_passes(k), running_scan_passes: v.running_scan_passes(k), stats: v.stats.clone() })
                 .collect(),
-            trace: k.trace.clone(),
+            trace: crate::trace::TraceLog {
+                tracepoints: None,
+                events: k.trace.events.clone(),
+                fault_kinds: k.trace.fault_kinds.clone(),
+                scan_windows: k.trace.scan_windows.clone(),
+                ..k.trace.clone_counts()
+            },
+            tracepoints: k.trace.tracepoints.as_deref().map(|tr| k.trace_json(tr)),
         }
     }
 
@@ -404,6 +413,9 @@ impl RunResult {
                     "kswapd_cpu_s": self.kswapd_cpu_s,
                     "events": {"pte_updates": self.events.0, "hint_faults": self.events.1, "migrations": self.events.2}},
         });
+        if let Some(tr) = &self.tracepoints {
+            out["trace"] = tr.clone();
+        }
         if let Some(m) = &self.trace.fault_kinds {
             out["fault_kinds"] = m
                 .iter()

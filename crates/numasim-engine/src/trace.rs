@@ -47,6 +47,8 @@ pub struct TraceLog {
     pub fault_kinds: Option<std::collections::BTreeMap<FaultKind, u64>>,
     /// `run.trace_faults`: each task_numa_work window that passed the numa_next_scan gate.
     pub scan_windows: Vec<ScanWindow>,
+    /// `run.trace`: the tracepoints of tracepoints.rs (None: off).
+    pub tracepoints: Option<Box<crate::tracepoints::EventTrace>>,
 }
 
 /// A task_numa_work call as `numasim validate --trace-faults` sees it (a kprobe and a
@@ -80,6 +82,11 @@ impl FaultKind {
 }
 
 impl TraceLog {
+    /// The counts of the log, without its records.
+    pub fn clone_counts(&self) -> Self {
+        Self { dropped: self.dropped, skip_vma: self.skip_vma, migrate_fail_faults: self.migrate_fail_faults, ..Default::default() }
+    }
+
     /// `run.trace_faults`: hint-fault kinds and scan windows are recorded.
     pub fn tracing_faults(&self) -> bool {
         self.fault_kinds.is_some()

@@ -38,12 +38,23 @@ impl Kernel {
     // mm/migrate.c: migrate_pages
     pub fn migrate_pages(&mut self, pages: &[PageRef], target: usize, cpu: usize, mode: MigrateMode) -> MigrateOutcome {
         let mut out = MigrateOutcome::default();
+        // tracepoints.rs: the call's reason, its pages under its first page's node
+        let traced = match (self.trace.tracepoints.is_some(), pages.first()) {
+            (true, Some(p)) => {
+                let src = self.mms[p.mm].vmas[p.vma].pt.nid(p.idx) as usize;
+                Some((self.migrate_reason(mode, src, target), src))
+            }
+            _ => None,
+        };
         let mut split = Vec::new();
         self.migrate_list(pages, target, cpu, mode, &mut split, &mut out);
         // the base pages of large folios split for -ENOMEM, after the rest of the list
         self.migrate_list(&split, target, cpu, mode, &mut Vec::new(), &mut out);
         self.count(VmEvent::PgmigrateSuccess, out.succeeded);
         self.count(VmEvent::PgmigrateFail, out.failed);
+        if let Some((reason, src)) = traced {
+            self.trace_migrate(reason, src, target, out.succeeded, out.failed);
+        }
         out
     }
 

@@ -142,4 +142,8 @@ pub struct RunConfig {
     /// `numasim validate --trace-faults` does in the VM.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub trace_faults: bool,
+    /// Record the kernel's tracepoints (result `trace`: scan windows, numa_group joins,
+    /// preferred-node changes, migrations and TLB-flush rounds per 10 ms; tracepoints.rs).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub trace: bool,
 }

@@ -263,4 +263,5 @@ pub struct RawRun {
     pub numa_maps_interval_ms: Option<i64>,
     pub interleave_max_threads: Option<i64>,
     pub trace_faults: Option<bool>,
+    pub trace: Option<bool>,
 }

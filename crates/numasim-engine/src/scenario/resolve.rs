@@ -523,7 +523,8 @@ fn resolve_thp(raw: Option<super::raw::RawThp>, p: &mut Problems) -> ThpConfig {
 }
 
 fn resolve_run(raw: Option<RawRun>, p: &mut Problems) -> RunConfig {
-    let raw = raw.unwrap_or(RawRun { sample_interval_ms: None, max_sim_s: None, placement_interval_ms: None, numa_maps_interval_ms: None, interleave_max_threads: None, trace_faults: None });
+    let raw =
+        raw.unwrap_or(RawRun { sample_interval_ms: None, max_sim_s: None, placement_interval_ms: None, numa_maps_interval_ms: None, interleave_max_threads: None, trace_faults: None, trace: None });
     let sample = raw.sample_interval_ms.unwrap_or(100);
     if !(1..=3_600_000).contains(&sample) {
         p.push(ScenarioProblem::new("run.sample_interval_ms", "invalid_value", format!("must be in 1..=3600000, got {sample}")));
@@ -551,6 +552,7 @@ fn resolve_run(raw: Option<RawRun>, p: &mut Problems) -> RunConfig {
         numa_maps_interval_ms: maps.map(|m| m.max(1) as u64),
         interleave_max_threads: interleave.clamp(0, 4096) as usize,
         trace_faults: raw.trace_faults.unwrap_or(false),
+        trace: raw.trace.unwrap_or(false),
     }
 }
 

@@ -13,6 +13,7 @@
 
 use crate::features::Feature;
 use crate::kernel::Kernel;
+use crate::tracepoints::FlushSite;
 use crate::vmstat::VmEvent;
 
 /// tlb_single_page_flush_ceiling
@@ -71,9 +72,12 @@ impl Kernel {
     /// Send flush IPIs to the CPUs of `mask` other than `cpu` that should flush; returns the
     /// sender's cost. A receiver no longer running `mm` clears its bit (TLB_REMOTE_WRONG_CPU).
     // arch/x86/mm/tlb.c: native_flush_tlb_multi -> flush_tlb_func on each target
-    fn flush_tlb_multi(&mut self, mask: &mut [bool], cpu: usize, mm: Option<usize>, trim: bool) -> f64 {
+    fn flush_tlb_multi(&mut self, mask: &mut [bool], cpu: usize, mm: Option<usize>, trim: bool, site: FlushSite) -> f64 {
         self.count(VmEvent::NrTlbRemoteFlush, 1);
         let targets: Vec<usize> = (0..mask.len()).filter(|&c| mask[c] && c != cpu && self.should_flush_tlb(c, mm, trim)).collect();
+        if !targets.is_empty() {
+            self.trace_flush(site, targets.len());
+        }
         let handler = self.cost.ipi_receive_ns;
         if let Some(at) = self.flush_at {
             // a timed migration call's flush: whether each target is asleep at `at` is known
@@ -129,7 +133,7 @@ impl Kernel {
             if trim {
                 self.mms[mm].next_trim_cpumask = self.now + NSEC_PER_SEC;
             }
-            cost += self.flush_tlb_multi(&mut mask, cpu, Some(mm), trim);
+            cost += self.flush_tlb_multi(&mut mask, cpu, Some(mm), trim, FlushSite::MmRange);
         }
         self.mms[mm].cpumask = mask;
         if self.cpus[cpu].loaded_mm == Some(mm) {
@@ -158,7 +162,7 @@ impl Kernel {
         }
         let mut cost = 0.0;
         if mask.iter().enumerate().any(|(c, &b)| b && c != cpu) {
-            cost += self.flush_tlb_multi(&mut mask, cpu, None, false);
+            cost += self.flush_tlb_multi(&mut mask, cpu, None, false, FlushSite::Batch);
         }
         if mask[cpu] {
             cost += self.local_flush(u64::MAX);

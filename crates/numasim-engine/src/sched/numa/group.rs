@@ -67,6 +67,7 @@ impl Kernel {
             let total_faults = self.tasks[t].numa.total_faults;
             self.numa_groups.push(NumaGroup { gid: self.tasks[t].pid, refcount: 1, nr_tasks: 1, faults, total_faults, max_faults_cpu: 0, active_nodes: 1 });
             self.tasks[t].numa.group = Some(self.numa_groups.len() - 1);
+            self.trace_group(t, true, self.numa_groups.len() - 1);
         }
         let my = self.tasks[t].numa.group.unwrap_or_default();
         let cpu = cpupid_to_cpu(cpupid);
@@ -101,6 +102,7 @@ impl Kernel {
         self.numa_groups[grp].nr_tasks += 1;
         self.numa_groups[grp].refcount += 1;
         self.tasks[t].numa.group = Some(grp);
+        self.trace_group(t, false, grp);
         false
     }
 

@@ -75,10 +75,10 @@ impl Kernel {
             self.numa_groups[g].count_active_nodes(nr);
             max_nid = max_nid.map(|nid| self.preferred_group_nid(t, nid));
         }
-        let p = &mut self.tasks[t].numa;
-        if max_faults > 0 && max_nid != p.preferred_nid {
+        if max_faults > 0 && max_nid != self.tasks[t].numa.preferred_nid {
             // sched_setnuma
-            p.preferred_nid = max_nid;
+            self.trace_preferred(t, max_nid);
+            self.tasks[t].numa.preferred_nid = max_nid;
         }
         self.update_task_scan_period(t, fault_types[0], fault_types[1]);
     }

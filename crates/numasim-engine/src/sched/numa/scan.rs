@@ -149,6 +149,8 @@ impl Kernel {
             let w = crate::trace::ScanWindow { start: self.clock, end: self.clock, pid: p.pid, seq: p.numa.scan_seq, period_ms: p.numa.scan_period };
             self.trace.scan_windows.push(w);
         }
+        let traced = self.trace_window_begin(t);
+        let mut vmas = 0u32;
         self.tasks[t].numa.node_stamp += 2 * self.tick_ns;
         let budget = self.variants().scan_budget;
         let forced_retry = self.variants().vma_scan_rules >= VmaScanRules::V6_7;
@@ -183,6 +185,7 @@ impl Kernel {
                     continue;
                 }
                 let (vstart, vend) = (self.mms[mm].vmas[vi].start, self.mms[mm].vmas[vi].end());
+                vmas += 1;
                 loop {
                     start = start.max(vstart);
                     let end = (start + pages as u64).div_ceil(512).saturating_mul(512).min(vend);
@@ -233,6 +236,9 @@ impl Kernel {
         self.mms[mm].tlb_flush_pending = (self.clock, self.clock + sys as u64);
         if let Some(i) = window {
             self.trace.scan_windows[i].end = end_at;
+        }
+        if let Some(w) = traced {
+            self.trace_window_end(w, end_at, vmas);
         }
         // 51170840fe91 (4.5): node_stamp += 32 * time spent here caps scanning at ~3%
         if budget >= ScanBudget::V4_5 {

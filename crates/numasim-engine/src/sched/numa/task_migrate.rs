@@ -109,11 +109,13 @@ impl Kernel {
             if v >= C::V4_19 {
                 // the node where a CPU was found (or stays), not a busy one
                 let nid = env.best_cpu.map_or(src_nid, |c| self.cpu_node(c));
+                self.trace_preferred(t, Some(nid));
                 self.tasks[t].numa.preferred_nid = Some(nid);
             } else {
                 // <= 4.18: the node tried last, if the group spreads and it is active
                 let ng = &self.numa_groups[g];
                 if ng.active_nodes > 1 && ng.is_active(self.topo.nr_nodes, env.dst_nid) {
+                    self.trace_preferred(t, Some(env.dst_nid));
                     self.tasks[t].numa.preferred_nid = Some(env.dst_nid);
                 }
             }
