@@ -35,6 +35,9 @@ and SKIPPED below lists them, so a new one fails this test until it is justified
   requirements-dev.txt); its `dask scheduler`/`dask worker`/`numasim sweep --dask tcp://...` lines
   and the Slurm script need a cluster (tests/test_sweep.py runs `--dask local`, a real scheduler).
 - `make fuzz` (docs/fuzzing.md): 10^6 fuzzing inputs, ~12 min; tests/test_fuzz.py runs 25 s of it.
+- The `validate --trace-faults` boot and the `numasim trace` of its files (docs/traces.md): boot
+  QEMU; `numasim trace` runs on a run.trace_faults result here and on a trimmed vm.json in
+  tests/test_trace_export.py.
 
 No command is substituted: the rest runs at the size the docs give (~1 min in all).
 """
@@ -56,8 +59,8 @@ MARKER = re.compile(r"\(skipped by tests/test_docs\.py: ([^)]+)\)\s*$")
 LANGS = {"sh", "python", "toml", "text"}
 
 SKIPPED = {
-    "README.md": ["make run", "make test", "numasim reproduce all", "numasim reproduce delay-mapping",
-                  "numasim reproduce vma-flags-grouping", "numasim reproduce tiering-hot-selection", "numasim fidelity",
+    "README.md": ["make run", "make test", "numasim reproduce all",
+                  "numasim reproduce delay-mapping", "numasim reproduce vma-flags-grouping", "numasim reproduce tiering-hot-selection", "numasim fidelity",
                   "numasim validate remote-toucher-4k",
                   "numasim calibrate --kernel", "numasim validate two-processes-4k",
                   "numasim validate reader-writer-4k", "numasim hostrun my-scenario.toml"],
@@ -67,6 +70,9 @@ SKIPPED = {
                            "numasim validate two-processes-4k", "numasim validate two-processes-4k",
                            "numasim validate tiering-promote-4k", "numasim hostrun my.toml", "make test-vm"],
     "docs/fuzzing.md": ["make fuzz"],
+    "docs/traces.md": ["numasim validate reader-writer-4k",
+                       "numasim trace out/v/reader-writer-4k-6.1/vm.json",
+                       "numasim trace out/v/reader-writer-4k-6.1/sim.json"],
     "docs/sweeps.md": ["pip install 'numasim[sweep]'", "dask scheduler --port", "dask worker tcp://head:8786",
                        "numasim sweep knobs.toml", "python slurm_sweep.py"],
 }

@@ -85,12 +85,17 @@ def cmd_run(args) -> int:
     check_jobs_and_iterations(args)
     if args.save:
         check_output(args.save, "dir" if args.iterations != 1 else "file", "--save")
+    if args.trace:
+        _check_trace_option(args)
     text = _scenario_text(args)
     if args.iterations != 1:
         return cli_reports.run_iterations(text, args)
     result = cli_reports.run_single(text, args)  # progress bar on a terminal; --save + Parquet
+    trace_lines = _write_run_trace(result, args) if args.trace else []
     if args.json:
         print(result.to_json())
+        if trace_lines:
+            print("\n".join(trace_lines), file=sys.stderr)  # stdout holds the JSON alone
         return cli_reports.warn_incomplete([result])
     from numasim.result import numa_balancing_label
 
@@ -112,7 +117,70 @@ def cmd_run(args) -> int:
     rows.append(["hint local % (last 10%)", f"{result.hint_local_percent(0.1):.1f}"])
     print(_table(rows, ["vmstat", "value"]))
     print_numastat(result)
+    if trace_lines:
+        print()
+        print("\n".join(trace_lines))
     return cli_reports.warn_incomplete([result])
+
+
+# ---------------------------------------------------------------- traces
+
+
+def _check_trace_option(args) -> None:
+    """`run --trace FILE`: one run, a writable .json(.gz) name apart from --save; sets run.trace."""
+    from pathlib import Path
+
+    from numasim.trace_export import trace_paths
+
+    if args.iterations != 1:
+        raise UsageError("--trace records one run; drop --iterations")
+    trace_file, table = trace_paths(args.trace, "--trace")
+    check_output(trace_file, "file", "--trace")
+    if args.save and Path(args.save).resolve() in (trace_file.resolve(), table.resolve()):
+        raise UsageError(f"--trace {args.trace}: the same file as --save {args.save}; give another name")
+    args.set = [*(args.set or []), "run.trace=true"]
+
+
+def _trace_written(paths: tuple) -> list:
+    """The lines that say where a trace and its table went."""
+    trace_file, table = paths
+    lines = [f"trace: {trace_file} (open it in ui.perfetto.dev or chrome://tracing)"]
+    if table is not None:
+        lines.append(f"table: {table} (pandas.read_parquet)")
+    return lines
+
+
+def _warn_dropped(result) -> None:
+    """A `warning:` line for each traced list the engine cut short."""
+    from numasim.trace_export import dropped
+
+    for name, n in dropped(result).items():
+        print(f"warning: the trace holds only part of {name}: {n} entries were dropped", file=sys.stderr)
+
+
+def _write_run_trace(result, args) -> list:
+    from numasim.trace_export import write_trace
+
+    paths = write_trace(result, args.trace, option="--trace", what="the run")
+    _warn_dropped(result)
+    return _trace_written(paths)
+
+
+def cmd_trace(args) -> int:
+    """`numasim trace RESULT.json --out FILE`."""
+    from numasim.trace_export import load_result_json, write_trace
+
+    raw = load_result_json(args.result)
+    out = args.out or _default_trace_name(args.result)
+    paths = write_trace(raw, out, option="--out", what=args.result)
+    _warn_dropped(raw)
+    print("\n".join(_trace_written(paths)))
+    return 0
+
+
+def _default_trace_name(result_path: str) -> str:
+    """RESULT.json -> RESULT.trace.json, beside it."""
+    return result_path.removesuffix(".json") + ".trace.json"
 
 
 def print_numastat(result) -> None:
@@ -165,7 +233,7 @@ def cmd_reproduce(args) -> int:
 
 # ---------------------------------------------------------------- bench
 
-BENCH_WORKLOADS = ["numa01", "numa02", "delay-mapping", "numa01-mthp16k", "kvm-pinned-4k", "memory-tiering"]
+BENCH_WORKLOADS = ["numa01", "numa01-traced", "numa02", "delay-mapping", "numa01-mthp16k", "kvm-pinned-4k", "memory-tiering"]
 
 
 def _bench_scenario(workload: str) -> tuple:
@@ -174,7 +242,10 @@ def _bench_scenario(workload: str) -> tuple:
     `numa01-mthp16k` is mthp-numa's patched numa01 with 16K mTHP (6.10, PMD THP never);
     `kvm-pinned-4k` is kvm-pinned's base run of the fully pinned 4 KiB guest (every scan chunk
     zaps 64K SPTEs that the 32 vCPUs refault); `memory-tiering` is that example (promotion
-    from PMEM and demotion by kswapd, numa_balancing = 2)."""
+    from PMEM and demotion by kswapd, numa_balancing = 2); `numa01-traced` is numa01 with
+    `run.trace` (docs/traces.md): its speed beside numa01's is what tracing costs."""
+    if workload == "numa01-traced":
+        return DEFAULT_MACHINE, scenario_toml(workload="numa01", machine=DEFAULT_MACHINE, balancing=True, overrides=[("run.trace", True)])
     if workload == "memory-tiering":
         from numasim import examples
 
@@ -254,6 +325,11 @@ def bench_one(workload: str, repeat: int = 1) -> dict:
         rss.append(rss_)
     r = Result(raw)
     wall, cpu = min(walls), min(cpus)
+    trace_bytes = None
+    if "trace" in r.raw:
+        from numasim.trace_export import dumps, to_trace_events
+
+        trace_bytes = len(dumps(to_trace_events(r.raw)).encode())
     pages = touched_pages(r)
     ev = r.sim.get("events", {})
     events = sum(int(ev.get(k, 0)) for k in ("pte_updates", "hint_faults", "migrations"))
@@ -275,6 +351,7 @@ def bench_one(workload: str, repeat: int = 1) -> dict:
         "peak_rss_bytes": min(rss),
         "touched_pages": pages,
         "rss_bytes_per_page": min(rss) / pages if pages else None,
+        "trace_bytes": trace_bytes,
     }
 
 
@@ -320,10 +397,11 @@ def cmd_bench(args) -> int:
         print(json.dumps(out, indent=1))
         return 0
     head = ["workload", "sim_s", "wall_s", "x real time", "cpu_s", "x real time (CPU)", "NUMA events/wall s", "ticks",
-            "peak RSS MiB", "bytes/page"]
+            "peak RSS MiB", "bytes/page", "trace MiB"]
     rows = [[r["workload"], f"{r['sim_s']:.2f}", f"{r['wall_s']:.2f}", f"{r['x_real_time']:.1f}",
              f"{r['cpu_s']:.2f}", f"{r['x_real_time_cpu']:.1f}", f"{r['events_per_wall_s']:.3g}", r["ticks"],
-             f"{r['peak_rss_bytes'] / 2**20:.0f}", f"{r['rss_bytes_per_page']:.1f}" if r["rss_bytes_per_page"] else "-"]
+             f"{r['peak_rss_bytes'] / 2**20:.0f}", f"{r['rss_bytes_per_page']:.1f}" if r["rss_bytes_per_page"] else "-",
+             f"{r['trace_bytes'] / 2**20:.1f}" if r.get("trace_bytes") else "-"]
             for r in runs]
     print(_table(rows, head))
     if compared is not None:
@@ -433,7 +511,8 @@ def build_parser():
     from numasim.cli_parser import build_parser as build
 
     return build({"run": cmd_run, "reproduce": cmd_reproduce, "bench": cmd_bench,
-                  "machines": cmd_machines, "features": cmd_features, "kernels": cmd_kernels, "scenario": cmd_scenario_show})
+                  "machines": cmd_machines, "features": cmd_features, "kernels": cmd_kernels, "scenario": cmd_scenario_show,
+                  "trace": cmd_trace})
 
 
 def _error(loc: str, msg: str) -> None:

@@ -71,6 +71,21 @@ def build_parser(handlers: dict) -> argparse.ArgumentParser:
     sp.add_argument("--iterations", "-n", type=int, default=1, metavar="N",
                     help="run N times (1..100) with seeds seed, seed+1, ... and summarise them as one column")
     sp.add_argument("--jobs", "-j", type=int, metavar="J", help=JOBS_HELP)
+    sp.add_argument("--trace", metavar="FILE",
+                    help="record the run's events (run.trace = true) and write them to FILE (.json, or .json.gz), "
+                         "a Trace Event file ui.perfetto.dev opens, and a table beside it (.parquet; docs/traces.md)")
+
+    sp = _command(sub, "trace", "write a saved result's traced events for Perfetto and pandas",
+                  "Convert a saved result with trace data (a run with --trace, run.trace or run.trace_faults, or a "
+                  "VM's vm.json from `numasim validate --trace-faults`) into a Trace Event JSON file that "
+                  "ui.perfetto.dev and chrome://tracing open, and a Parquet table of the same events beside it "
+                  "(docs/traces.md).",
+                  "  numasim trace result.json --out trace.json\n"
+                  "  numasim trace out/v/reader-writer-4k-6.1/vm.json --out vm-trace.json.gz", handlers["trace"])
+    sp.add_argument("result", help="a result JSON (numasim run --save, or a VM's vm.json)")
+    sp.add_argument("--out", "-o", metavar="FILE",
+                    help="the trace file, .json or .json.gz (default: RESULT's name with .trace.json); "
+                         "the table goes beside it as .parquet")
 
     sp = _command(sub, "reproduce", "run a shipped experiment and check it against its changelog",
                   "Run one of the shipped experiments (each reproduces a kernel changelog's "
