@@ -124,6 +124,18 @@ impl Kernel {
         self.wall_clock_after(self.now as f64 + self.host_steal_ns, tick - self.host_steal_ns, debts + work) as u64
     }
 
+    /// The sum_exec_runtime that `work` ns of kernel work add (task_numa_work's `runtime`
+    /// difference): the work, and in a TCG guest (`machine.host_cores`) the host's turns to
+    /// other vCPUs meanwhile, which the engine counts as runtime as the guest does (it has no
+    /// steal clock; run_task_begin).
+    pub fn runtime_of_kernel_work(&self, work: f64) -> f64 {
+        if self.host_steal_ns <= 0.0 {
+            return work;
+        }
+        let tick = self.tick_ns as f64;
+        work * tick / (tick - self.host_steal_ns)
+    }
+
     /// One scan window: protect up to scan_size of resident pages (spec §1.4), with the
     /// release's budget (`scan_budget`) and per-VMA rules (`vma_scan_rules`). Returns sys ns.
     // kernel/sched/fair.c: task_numa_work
@@ -240,9 +252,9 @@ impl Kernel {
         if let Some(w) = traced {
             self.trace_window_end(w, end_at, vmas);
         }
-        // 51170840fe91 (4.5): node_stamp += 32 * time spent here caps scanning at ~3%
+        // 51170840fe91 (4.5): node_stamp += 32 * the runtime spent here caps scanning at ~3%
         if budget >= ScanBudget::V4_5 {
-            self.tasks[t].numa.node_stamp += 32 * sys as u64;
+            self.tasks[t].numa.node_stamp += 32 * self.runtime_of_kernel_work(sys) as u64;
         }
         sys
     }
@@ -392,5 +404,30 @@ mod window_tests {
         k.mms[0].numa_next_scan = k.now;
         k.task_tick_numa(t);
         assert!(k.tasks[t].numa.work_pending);
+    }
+
+    /// kernel/sched/fair.c: task_numa_work — node_stamp advances by 32x the runtime the window
+    /// took; in a TCG guest that runtime holds the host's turns to other vCPUs too.
+    #[test]
+    fn window_penalty_counts_the_guests_runtime() {
+        let stamp_after_window = |host_steal_ns: f64| {
+            let mut k = small_kernel(SMALL_WINDOW);
+            let t = thread(&k, 0);
+            k.host_steal_ns = host_steal_ns;
+            k.mms[0].numa_next_scan = 1;
+            let before = k.tasks[t].numa.node_stamp;
+            let sys = k.task_numa_work(t);
+            assert!(sys > 0.0);
+            (k.tasks[t].numa.node_stamp - before, sys)
+        };
+        let (bare, sys) = stamp_after_window(0.0);
+        assert_eq!(bare, 2 * k_tick() + 32 * sys as u64, "bare metal: 32x the work");
+        // the host runs this vCPU half of each tick: the work takes twice its time in runtime
+        let (vm, _) = stamp_after_window(k_tick() as f64 / 2.0);
+        assert_eq!(vm, 2 * k_tick() + 32 * (2.0 * sys) as u64);
+    }
+
+    fn k_tick() -> u64 {
+        small_kernel("").tick_ns
     }
 }
