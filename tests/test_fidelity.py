@@ -215,6 +215,17 @@ def test_trimmed_result_gives_the_same_metrics():
         assert [pacing.count_at(trimmed, name, t) for t in times] == [pacing.count_at(full, name, t) for t in times]
 
 
+def test_a_tiering_boot_keeps_what_its_checks_read():
+    """A memory-tiering boot (tiering-promote-4k) keeps the tiers, the scenario's tiering mode
+    and the pmbench placement samples its checks read (scripts/pack-vm-boots.py compared them
+    with the whole vm.json when packing), and trimming it again changes none of them."""
+    boot = next(b for b in bootdata.load() if b["scenario"] == "tiering-promote-4k")
+    m = cmpmod.metrics(bootdata.vm_result(boot))
+    assert cmpmod.checked_metrics(m) == ["pgpromote_success", "pgdemote_kswapd", "hot_fast_share_end", "memory_tiers"]
+    assert m["memory_tiers"] == "top 0 | lower 1 | demote 0>1" and 0 < m["hot_fast_share_end"] <= 1
+    assert cmpmod.metrics(bootdata.vm_result({"vm": bootdata.trim(boot["vm"])})) == m
+
+
 @pytest.mark.slow
 def test_one_shipped_boot_simulated_again():
     """The cheapest boot (remote-toucher-4k on 6.1), simulated as validate --calibrate does:

@@ -55,7 +55,34 @@ def trim(raw: dict) -> dict:
         out["interrupts"] = {"TLB": {"total": int(tlb["total"])}}
     if raw.get("syscalls"):
         out["syscalls"] = [{k: c[k] for k in SYSCALL_KEYS if k in c} for c in raw["syscalls"]]
+    if raw.get("memory_tiers"):
+        extra, placement = _tiering_part(raw)
+        out.update(extra)
+        out["series"]["placement"] = placement
     return out
+
+
+def _tiering_part(raw: dict) -> tuple:
+    """What realkernel/tiering.metrics reads of a tiering run: the tiers, the scenario's tiering
+    mode, CPU nodes and workloads, which workload each pid ran, and the placement samples of
+    the pmbench processes at the first and last sample time (hot_fast_share_start/_end)."""
+    sc = raw.get("scenario") or {}
+    topo = (sc.get("machine") or {}).get("topology") or {}
+    owner = raw.get("placement_workload") or {}
+    pmbench = {i for i, w in enumerate(sc.get("workloads") or []) if w.get("kind") == "pmbench"}
+    pids = {int(p) for p, w in owner.items() if w in pmbench}
+    pl = (raw.get("series") or {}).get("placement") or {}
+    times = sorted({float(t) for t, pid in zip(pl.get("time_s", []), pl.get("pid", [])) if int(pid) in pids})
+    ends = {times[0], times[-1]} if times else set()
+    cols = [k for k in ("time_s", "pid", "bucket", "node", "pages") if k in pl]
+    keep = [i for i, (t, pid) in enumerate(zip(pl.get("time_s", []), pl.get("pid", []))) if int(pid) in pids and float(t) in ends]
+    placement = {k: [pl[k][i] for i in keep] for k in cols}
+    if "buckets" in pl:
+        placement["buckets"] = pl["buckets"]
+    return {"memory_tiers": raw["memory_tiers"], "placement_workload": owner,
+            "scenario": {"kernel": {"tiering": (sc.get("kernel") or {}).get("tiering")},
+                         "machine": {"topology": {"node_cpus": topo.get("node_cpus")}},
+                         "workloads": sc.get("workloads")}}, placement
 
 
 def thin(series: dict) -> dict:

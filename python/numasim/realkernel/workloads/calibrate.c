@@ -56,6 +56,12 @@ static void rep_movsq(void *dst, const void *src, size_t n)
 	__asm__ volatile("rep movsq" : "+D"(dst), "+S"(src), "+c"(q) : : "memory");
 }
 
+static int has_cpu(int node)
+{
+	cpu_set_t set;
+	return node_cpus(node, &set) > 0;
+}
+
 static int first_cpu(int node)
 {
 	cpu_set_t set;
@@ -549,8 +555,10 @@ int main_calibrate(int argc, char **argv)
 		die("calibrate: bad parameters (size_mib >= 1, reps >= 1, hint_s >= 0, flush_iters >= 1)");
 	double t0 = now_s();
 	emit("cal nodes=%d size_mib=%zu", nodes, bytes >> 20);
+	/* from each of the first two nodes that has a CPU (a memory-only node, as a tiering
+	 * scenario's, is only a target) */
 	for (int i = 0; i < nodes && i < 2; i++)
-		for (int j = 0; j < nodes && j < 2; j++)
+		for (int j = 0; j < nodes && j < 2 && has_cpu(i); j++)
 			stream(i, j, bytes, reps, i == 0 && j == 0);
 	string_ops(bytes);
 	if (nodes > 1)
