@@ -5,6 +5,8 @@ placement are read back from its console. The boots themselves: docs/realkernel.
 
 from __future__ import annotations
 
+import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -162,3 +164,49 @@ def test_tiered_console_gives_tiers_promotions_and_where_the_hot_set_was():
     assert checked == ["pgpromote_success", "pgdemote_kswapd", "memory_tiers", "hot_fast_share_end"]
     rows = {x["metric"]: x for x in cmp["rows"]}
     assert rows["memory_tiers"]["ok"] and rows["memory_tiers"]["sim"] == rows["memory_tiers"]["vm"]
+
+
+ZONEINFO = """Node 0, zone      DMA
+  pages free     3840
+  pagesets
+    cpu: 0
+              count: 10
+    cpu: 1
+              count: 2
+Node 0, zone    DMA32
+  pagesets
+    cpu: 0
+              count: 15000
+Node 1, zone   Normal
+  pagesets
+    cpu: 0
+              count: 7
+"""
+
+
+BUSYBOX = next((p for p in vm.BUSYBOX_PATHS if Path(p).exists()), None)
+
+
+@pytest.mark.skipif(BUSYBOX is None, reason="busybox-static (system-packages.txt) is not installed")
+def test_free_pages_on_the_per_cpu_lists_count_when_a_node_is_sized(tmp_path):
+    """The init script sizes a tiering node by MemFree plus the pages on its per-CPU lists
+    (/proc/zoneinfo's pageset counts, every zone of the node), which MemFree leaves out."""
+    m = re.search(r"pcp_kb\(\) \{\n(.*?)\n\}", vm.INIT, re.S)
+    assert m, "the init script's pcp_kb"
+    prog = m.group(1).replace("/proc/zoneinfo", str(tmp_path / "zoneinfo"))
+    (tmp_path / "zoneinfo").write_text(ZONEINFO)
+    kb = [subprocess.run([BUSYBOX, "sh", "-c", f"set -- {n}\n{prog}"], capture_output=True, text=True, check=True).stdout.strip()
+          for n in (0, 1)]
+    assert kb == [str((10 + 2 + 15000) * 4), str(7 * 4)]
+    assert "free=$(($(awk '/MemFree/ {print $4}' $d/meminfo) + pcp))" in vm.INIT
+
+
+def test_the_runners_pcp_lines_join_the_node_free_series():
+    text = "\n".join(["@nsw nodefree t=0.000 kb=1000,2000", "@nsw pcp t=0.000 kb=30,40",
+                      "@nsw nodefree t=0.100 kb=900,2000", "@nsw pcp t=0.100 kb=20,40"])
+    p = parse_console(text)
+    assert p["pcp"] == {0.0: [30, 40], 0.1: [20, 40]} and p["skipped"] == 0
+    r = build_result(parse_console(TIERED.read_text() + "\n" + text), resolved(), {"kind": "qemu"})
+    nf = r.raw["series"]["node_free"]
+    assert len(nf["pcp_kib"]) == len(nf["kib"])
+

@@ -54,7 +54,7 @@ def parse_console(text: str) -> dict:
            "samples": [], "irq": [], "mem": [], "starts": {}, "exits": {}, "calls": [],
            "workload_lines": [], "errors": [], "warnings": [], "timeout": None, "end": None,
            "panic": None, "done": None, "skipped": 0, "tasks": [], "trace": [], "skipvma": {}, "vmas": [],
-           "tracecount": {}, "calibration": {}, "tiers": {}, "demotion": {}, "nodefree": [], "place": [], "reserve": []}
+           "tracecount": {}, "calibration": {}, "tiers": {}, "demotion": {}, "nodefree": [], "pcp": {}, "place": [], "reserve": []}
     for raw in text.splitlines():
         line = raw.rstrip("\r")
         if out["panic"] is None and ("Kernel panic" in line or "BUG: kernel NULL" in line):
@@ -120,6 +120,11 @@ def parse_console(text: str) -> dict:
         elif tag == "nodefree":
             try:
                 out["nodefree"].append((float(f["t"]), [int(x) for x in str(f["kb"]).split(",")]))
+            except (KeyError, ValueError):
+                out["skipped"] += 1
+        elif tag == "pcp":  # free pages on the per-CPU lists, which MemFree leaves out
+            try:
+                out["pcp"][float(f["t"])] = [int(x) for x in str(f["kb"]).split(",")]
             except (KeyError, ValueError):
                 out["skipped"] += 1
         elif tag == "place":
@@ -326,11 +331,17 @@ def build_result(p: dict, scenario: dict, source: dict, seed=None) -> Result:
               "numa_pages_migrated": r.get("migrated")} for tid, r in sorted(last.items())]
     placement, placement_owner = placement_series(p)
     node_free = {"time_s": [], "node": [], "kib": []}
+    pcp = p.get("pcp") or {}
+    if pcp:
+        node_free["pcp_kib"] = []
     for t, kbs in p.get("nodefree", []):
         for node, kb in enumerate(kbs):
             node_free["time_s"].append(round(t, 6))
             node_free["node"].append(node)
             node_free["kib"].append(kb)
+            if pcp:
+                at = pcp.get(t) or [None] * len(kbs)
+                node_free["pcp_kib"].append(at[node] if node < len(at) else None)
     if p.get("reserve"):  # the guest kernel's own memory per node, and what the run started with
         source = {**source, "guest_reserve": p["reserve"]}
         short = [r for r in p["reserve"] if r.get("free_after_kb", 0) < r.get("want_kb", 0) - 4096]

@@ -147,15 +147,21 @@ for c in /sys/devices/system/cpu/cpu[0-9]*; do
     [ -n "$llc" ] && echo "@nsw llc cpu=$n level=$(cat $llc/level) shared=$(cat $llc/shared_cpu_list)"
 done
 # tiering runs: each node's free memory made the scenario's node size (the VM's nodes are
-# bigger by room for the guest kernel; the excess goes to the 2 MiB hugetlb pool)
+# bigger by room for the guest kernel; the excess goes to the 2 MiB hugetlb pool). Free pages
+# are MemFree and the pages on the per-CPU lists, which MemFree leaves out (tens of MiB after
+# the calibration's buffers are freed) but an allocation takes first.
+pcp_kb() {
+    awk -v n="$1," '/^Node/ {cur = ($2 == n)} cur && $1 == "count:" {s += $2} END {print s * 4}' /proc/zoneinfo
+}
 for s in $RESERVE; do
     n=${s%%:*}
     d=/sys/devices/system/node/node$n
     want=$((${s#*:} * 1024))
-    free=$(awk '/MemFree/ {print $4}' $d/meminfo)
+    pcp=$(pcp_kb $n)
+    free=$(($(awk '/MemFree/ {print $4}' $d/meminfo) + pcp))
     huge=$(((free - want) / 2048))
     if [ $huge -gt 0 ]; then echo $huge > $d/hugepages/hugepages-2048kB/nr_hugepages; fi
-    echo "@nsw reserve node=$n free_kb=$free want_kb=$want huge_2m=$(cat $d/hugepages/hugepages-2048kB/nr_hugepages 2>/dev/null) free_after_kb=$(awk '/MemFree/ {print $4}' $d/meminfo)"
+    echo "@nsw reserve node=$n free_kb=$free pcp_kb=$pcp want_kb=$want huge_2m=$(cat $d/hugepages/hugepages-2048kB/nr_hugepages 2>/dev/null) free_after_kb=$(($(awk '/MemFree/ {print $4}' $d/meminfo) + $(pcp_kb $n)))"
 done
 # the runner writes to tmpfs while the workload runs, and the console gets it afterwards: a
 # console line costs a vCPU milliseconds under TCG, and a runner still writing when the

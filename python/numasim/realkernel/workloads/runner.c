@@ -137,6 +137,35 @@ static void emit_vmstat_all(const char *phase, double t)
 	emit("vmstat phase=%s t=%.3f%s", phase, t, out);
 }
 
+/* each node's free pages held on the per-CPU lists (kB: /proc/zoneinfo's pageset counts),
+ * which MemFree does not count but an allocation takes first */
+static void emit_node_pcp(double t)
+{
+	static char buf[1 << 17];
+	long kb[MAX_NODES] = {0};
+	if (read_file("/proc/zoneinfo", buf, sizeof(buf)) <= 0)
+		return;
+	int node = -1;
+	for (char *s = buf; s && *s;) {
+		char *nl = strchr(s, '\n');
+		if (!strncmp(s, "Node ", 5))
+			node = atoi(s + 5);
+		else if (node >= 0 && node < MAX_NODES) {
+			char *c = s;
+			while (*c == ' ')
+				c++;
+			if (!strncmp(c, "count:", 6))
+				kb[node] += atol(c + 6) * 4;
+		}
+		s = nl ? nl + 1 : NULL;
+	}
+	char out[1024];
+	int n = 0;
+	for (int k = 0; k < nr_nodes() && k < MAX_NODES; k++)
+		n += snprintf(out + n, sizeof(out) - n, "%s%ld", k ? "," : "", kb[k]);
+	emit("pcp t=%.3f kb=%s", t, out);
+}
+
 /* each node's free memory (kB, /sys/devices/system/node/nodeN/meminfo MemFree) */
 static void emit_node_free(double t)
 {
@@ -151,6 +180,7 @@ static void emit_node_free(double t)
 		n += snprintf(out + n, sizeof(out) - n, "%s%ld", k ? "," : "", kb);
 	}
 	emit("nodefree t=%.3f kb=%s", t, out);
+	emit_node_pcp(t);
 }
 
 static void emit_sample(double t)
