@@ -310,3 +310,20 @@ def test_fidelity_from_a_bad_file_exits_2(tmp_path, capsys, content, needle):
 def test_fidelity_from_with_only_vm_is_a_usage_error(tmp_path, capsys):
     assert main(["fidelity", "--from", str(_saved(tmp_path)), "--only", "vm"]) == 2
     assert "--from gives the changelog figures" in capsys.readouterr().err
+
+
+def test_final_memory_share_per_node_is_checked_and_survives_trimming():
+    """Issue 27's "final share on each node": the processes' resident pages per node at the
+    last numa_maps sample up to the horizon, checked for every VM run that has samples."""
+    from numasim.result import Result
+
+    mem = {"time_s": [1.0, 1.0, 2.0, 2.0, 3.0, 3.0], "pid": [7] * 6, "node": [0, 1] * 3, "pages": [10, 0, 6, 4, 3, 7]}
+    raw = {"counters": {}, "times": {"elapsed_s": 3.0}, "series": {"memory": mem, "vmstat": {"time_s": [1.0, 2.0, 3.0]}}}
+    r = Result(json.dumps(raw))
+    assert pacing.memory_share_end(r) == {0: 0.3, 1: 0.7}
+    assert pacing.memory_share_end(r, 2.5) == {0: 0.6, 1: 0.4}  # the last sample before the horizon
+    assert pacing.memory_share_end(Result(json.dumps({**raw, "series": {"vmstat": {}}}))) == {}
+    m = {**cmpmod.metrics(r), **pacing.metrics(r)}
+    assert {"memory_share_node0_end", "memory_share_node1_end"} <= set(cmpmod.checked_metrics(m))
+    trimmed = bootdata.vm_result({"vm": bootdata.trim(raw)})
+    assert pacing.memory_share_end(trimmed) == pacing.memory_share_end(r)

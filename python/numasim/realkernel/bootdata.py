@@ -48,7 +48,8 @@ def trim(raw: dict) -> dict:
         "counters": {k: raw["counters"][k] for k in TOTALS if k in raw.get("counters", {})},
         "times": dict(raw["times"]),
         "series": {"vmstat": thin({k: list(vm[k]) for k in ("time_s", *VMSTAT_SERIES) if k in vm}),
-                   "scan_seq": dict(series.get("scan_seq") or {})},
+                   "scan_seq": dict(series.get("scan_seq") or {}),
+                   "memory": {k: list(v) for k, v in (series.get("memory") or {}).items() if k in ("time_s", "pid", "node", "pages")}},
     }
     tlb = (raw.get("interrupts") or {}).get("TLB")
     if tlb is not None:

@@ -118,6 +118,8 @@ def checked_metrics(vm_m: dict) -> list:
     for k in ("placement_fork", "placement_final"):
         if vm_m.get(k):
             names.append(k)
+    # where the processes' memory ended, per node (issue 27: "the final share on each node")
+    names += sorted(k for k in vm_m if k.startswith("memory_share_node") and k.endswith("_end"))
     if vm_m.get("syscall_calls"):
         names += ["tlb_ipis_per_call", "pgmigrate_success_per_call"]
     return names

@@ -149,6 +149,23 @@ def migrate_fail_faults(result):
     return None
 
 
+def memory_share_end(result, horizon_s: float | None = None) -> dict:
+    """{node: share} of the processes' resident pages (series.memory: numa_maps in the VM) at
+    the last sample up to `horizon_s` (the end by default); {} without samples."""
+    mem = (result.raw.get("series") or {}).get("memory") or {}
+    rows = list(zip(mem.get("time_s", []), mem.get("node", []), mem.get("pages", [])))
+    times = [float(t) for t, _, _ in rows if horizon_s is None or float(t) <= horizon_s + 1e-9]
+    if not times:
+        return {}
+    last = max(times)
+    by_node = defaultdict(int)
+    for t, n, pages in rows:
+        if float(t) == last:
+            by_node[int(n)] += int(pages)
+    total = sum(by_node.values())
+    return {n: by_node[n] / total for n in sorted(by_node)} if total else {}
+
+
 def metrics(result, horizon_s: float | None = None) -> dict:
     """Scan passes at `horizon_s` (the end by default) and per pass, failed migrations,
     placement and the task-move tracepoints."""
@@ -170,6 +187,8 @@ def metrics(result, horizon_s: float | None = None) -> dict:
         m["placement_initial"] = p["initial"]
         m["placement_final"] = p["final"]
         m["separated_s"] = p["separated_s"]
+    for n, share in memory_share_end(result, horizon_s).items():
+        m[f"memory_share_node{n}_end"] = share
     by_node = migrated_by_thread_node(result)
     if len(by_node) >= 2:
         for n, v in by_node.items():
