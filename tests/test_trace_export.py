@@ -389,3 +389,17 @@ def test_a_real_traced_run_exports():
     assert list(df.columns) == TABLE_COLUMNS and (df["kind"] == "task_numa_work").sum() == len(work)
     pages = sum(m.get("succeeded", 0) for m in trace.get("migrate", []) if m.get("reason") == "numa_misplaced")
     assert pages == r.counters["numa_pages_migrated"]
+
+
+def test_sampled_vmstat_counters_add_up_to_the_counters_change():
+    """series.vmstat, which simulated and real-kernel results both have, becomes one counter
+    track per counter: each interval's change, whose sum is the counter's change over the run."""
+    r = _traced_run()
+    vm = r.raw["series"]["vmstat"]
+    df = to_table(r)
+    steps = df[df["kind"] == "vmstat"]
+    for name in ("numa_pte_updates", "numa_hint_faults", "numa_pages_migrated"):
+        mine = steps[steps["args"] == json.dumps({"counter": name}, separators=(",", ":"))]
+        assert int(mine["value"].sum()) == vm[name][-1] - vm[name][0] > 0, name
+    track = [e for e in events(r.raw) if e["name"] == "vmstat numa_hint_faults per sample"]
+    assert track and all(e["ph"] == "C" and e["pid"] == KERNEL_PID for e in track)

@@ -33,6 +33,10 @@ SCHED_NAMES = {  # numa_events' `event` -> the kernel's tracepoint
     "migrate_task": "sched_migrate_task",
     "wakeup_new": "sched_wakeup_new",
 }
+# the sampled /proc/vmstat counters (series.vmstat of a simulated and a real-kernel result
+# alike) shown as the change from one sample to the next, so the two open side by side
+VMSTAT_COUNTERS = ("numa_pte_updates", "numa_hint_faults", "numa_hint_faults_local", "numa_pages_migrated",
+                   "pgpromote_success", "pgdemote_kswapd", "pgdemote_direct", "nr_tlb_remote_flush_received")
 CPU_KEYS = ("cpu", "dst_cpu", "dest_cpu", "target_cpu")  # the CPU an event lands on, first found
 
 TABLE_COLUMNS = ["time_s", "kind", "pid", "tgid", "cpu", "src_nid", "dst_nid", "value", "args"]
@@ -93,6 +97,7 @@ class _Trace:
         self.migrate = _rows(tr, "migrate")
         self.tlb = _rows(tr, "tlb")
         self.faults = _rows(raw, "fault_kinds")
+        self.vmstat = _vmstat_steps(raw)
         self.dropped = dropped(raw)
         self._tgid = {t.get("pid"): t.get("tgid") for t in _dicts(raw, "tasks") if t.get("tgid") is not None}
         self.comm = {p.get("pid"): p.get("comm") for p in _dicts(raw, "processes") if p.get("comm")}
@@ -108,6 +113,25 @@ class _Trace:
         if pid is None:
             return KERNEL_PID, 0
         return self.tgid(pid, given), pid
+
+
+def _vmstat_steps(raw: dict) -> list:
+    """(counter, interval start s, change over the interval to the next sample) of
+    VMSTAT_COUNTERS in series.vmstat, for the intervals where it changed or stopped changing."""
+    vm = _dict(_dict(raw, "series") or {}, "vmstat") or {}
+    times = vm.get("time_s") or []
+    out = []
+    for name in VMSTAT_COUNTERS:
+        vals = vm.get(name)
+        if not isinstance(vals, list) or len(vals) != len(times):
+            continue
+        prev_step = 0
+        for i in range(1, len(times)):
+            step = vals[i] - vals[i - 1]
+            if step or prev_step:
+                out.append((name, float(times[i - 1]), step))
+            prev_step = step
+    return out
 
 
 def dropped(result) -> dict:
@@ -252,7 +276,9 @@ def _counter_events(tr: _Trace) -> list:
         name = f"tlb_flush per {b} ms ({x.get('reason')})"
         c.add(KERNEL_PID, name, b, x["t"], "rounds", x.get("rounds"))
         c.add(KERNEL_PID, name, b, x["t"], "IPIs", x.get("ipis"))
-    return c.events()
+    # sampled counters: each sample's change, held until the next sample
+    steps = [_counter(f"vmstat {name} per sample", KERNEL_PID, _us(t), {name: step}) for name, t, step in tr.vmstat]
+    return c.events() + steps
 
 
 def _track_names(tr: _Trace, events: list) -> list:
@@ -346,6 +372,8 @@ def _table_rows(tr: _Trace) -> list:
                          args=_without(m, "t", "src", "dst", "succeeded")))
     for x in tr.tlb:
         rows.append(_row(x["t"], "tlb_flush", value=x.get("ipis"), args=_without(x, "t", "ipis")))
+    for name, t, step in tr.vmstat:
+        rows.append(_row(t, "vmstat", value=step, args={"counter": name}))
     return rows
 
 
