@@ -87,7 +87,7 @@ mechanisms! {
     scan_budget: ScanBudget ("task_numa_work budget", "kernel/sched/fair.c: task_numa_work") {
         Base = ("base", "598f0ec0bc99", true, "", "scan_size pages; once a chunk updated PTEs every later chunk counts in full; no virtual cap, no overhead cap"),
         V4_3 = ("4.3", "4620f8c1fda2", false, "4.3", "only chunks that updated a PTE count; at most 8 x scan_size of virtual space per window"),
-        V4_5 = ("4.5", "51170840fe91", false, "4.5", "node_stamp += 32 x the window's CPU time: scanning costs at most ~3% of runtime"),
+        V4_5 = ("4.5", "51170840fe91", false, "4.5", "node_stamp += 32 x the runtime the window took (a TCG guest's steal included): scanning costs at most ~3% of runtime"),
     }
     vma_scan_rules: VmaScanRules ("per-VMA scan rules", "kernel/sched/fair.c: task_numa_work, vma_is_accessed") {
         Base = ("base", "", true, "", "every suitable VMA is scanned every pass"),
