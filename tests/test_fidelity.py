@@ -154,8 +154,8 @@ def test_shipped_boots_load_and_name_shipped_scenarios_and_known_kernels():
         # the costs were measured in the boot: no constant derived from a validation scenario
         assert fid.in_sample_constants(b["scenario"], [bootdata.scenario(b)], fid.derived_constants()) == []
     assert {b["kernel"] for b in boots} == {"6.1", "6.12", "7.3"}
-    assert sum(bootdata.results_dir().joinpath(f).stat().st_size
-               for f in {b["file"] for b in boots}) < 200_000  # kilobytes, not a dump of the runs
+    # kilobytes a boot, not a dump of the runs (a tiering boot keeps two placement samples)
+    assert sum(bootdata.results_dir().joinpath(f).stat().st_size for f in {b["file"] for b in boots}) < 12_000 * len(boots)
 
 
 def _write(tmp_path, data):
