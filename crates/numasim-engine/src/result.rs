@@ -299,13 +299,7 @@ impl RunResult {
                 .iter()
                 .map(|v| KvmResult { pid: k.mms[v.mm].tgid, vcpus: v.vcpus.len(), scan_passes: v.scan_passes(k), running_scan_passes: v.running_scan_passes(k), stats: v.stats.clone() })
                 .collect(),
-            trace: crate::trace::TraceLog {
-                tracepoints: None,
-                events: k.trace.events.clone(),
-                fault_kinds: k.trace.fault_kinds.clone(),
-                scan_windows: k.trace.scan_windows.clone(),
-                ..k.trace.clone_counts()
-            },
+            trace: crate::trace::TraceLog { tracepoints: None, ..k.trace.clone() },
             tracepoints: k.trace.tracepoints.as_deref().map(|tr| k.trace_json(tr)),
         }
     }

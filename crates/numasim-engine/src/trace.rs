@@ -45,22 +45,12 @@ pub struct TraceLog {
     pub migrate_fail_faults: u64,
     /// `run.trace_faults`: task_numa_fault calls by thread, 10 ms and kind (None: off).
     pub fault_kinds: Option<std::collections::BTreeMap<FaultKind, u64>>,
-    /// `run.trace_faults`: each task_numa_work window that passed the numa_next_scan gate.
-    pub scan_windows: Vec<ScanWindow>,
+    /// `run.trace_faults` or `run.trace`: each task_numa_work window that passed the
+    /// numa_next_scan gate (at most tracepoints::MAX_RECORDS; the rest counted).
+    pub scan_windows: Vec<crate::tracepoints::WindowRec>,
+    pub scan_windows_dropped: u64,
     /// `run.trace`: the tracepoints of tracepoints.rs (None: off).
     pub tracepoints: Option<Box<crate::tracepoints::EventTrace>>,
-}
-
-/// A task_numa_work call as `numasim validate --trace-faults` sees it (a kprobe and a
-/// kretprobe): start and end ns, the thread, and its numa_scan_seq and numa_scan_period (ms)
-/// as it entered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ScanWindow {
-    pub start: u64,
-    pub end: u64,
-    pub pid: u32,
-    pub seq: u32,
-    pub period_ms: u32,
 }
 
 /// One kind of hint fault as `numasim validate --trace-faults` counts it in the VM (a kprobe
@@ -82,14 +72,14 @@ impl FaultKind {
 }
 
 impl TraceLog {
-    /// The counts of the log, without its records.
-    pub fn clone_counts(&self) -> Self {
-        Self { dropped: self.dropped, skip_vma: self.skip_vma, migrate_fail_faults: self.migrate_fail_faults, ..Default::default() }
-    }
-
     /// `run.trace_faults`: hint-fault kinds and scan windows are recorded.
     pub fn tracing_faults(&self) -> bool {
         self.fault_kinds.is_some()
+    }
+
+    /// Scan windows are recorded (`run.trace_faults` or `run.trace`).
+    pub fn records_windows(&self) -> bool {
+        self.tracing_faults() || self.tracepoints.is_some()
     }
 }
 

@@ -66,7 +66,8 @@ impl FlushSite {
 pub struct WindowRec {
     pub start: u64,
     pub end: u64,
-    pub task: usize,
+    pub pid: u32,
+    pub tgid: u32,
     pub cpu: usize,
     pub seq: u32,
     pub period_ms: u32,
@@ -91,7 +92,6 @@ pub struct WindowStart {
 
 #[derive(Debug, Clone, Default)]
 pub struct EventTrace {
-    pub windows: Vec<WindowRec>,
     /// (ns, task, created (else joined), gid, nr_tasks after)
     pub groups: Vec<(u64, usize, bool, u32, u32)>,
     /// (ns, task, from, to)
@@ -100,8 +100,8 @@ pub struct EventTrace {
     pub migrate: BTreeMap<(u64, MigrateReason, usize, usize), [u64; 3]>,
     /// (bin, site) -> [rounds, ipis]
     pub tlb: BTreeMap<(u64, FlushSite), [u64; 2]>,
-    /// dropped windows, groups, preferred
-    pub dropped: [u64; 3],
+    /// dropped groups, preferred
+    pub dropped: [u64; 2],
 }
 
 impl Kernel {
@@ -109,9 +109,12 @@ impl Kernel {
         self.trace.tracepoints.as_deref_mut()
     }
 
-    /// A scan window of task `t` begins (now, at `self.clock`).
+    /// A scan window of task `t` begins (now, at `self.clock`); None when windows are not
+    /// recorded.
     pub fn trace_window_begin(&self, t: usize) -> Option<WindowStart> {
-        self.trace.tracepoints.as_ref()?;
+        if !self.trace.records_windows() {
+            return None;
+        }
         let p = &self.tasks[t];
         Some(WindowStart {
             start: self.clock,
@@ -126,7 +129,8 @@ impl Kernel {
 
     /// The window begun as `w` ended at `end` ns, having walked `vmas` VMAs.
     pub fn trace_window_end(&mut self, w: WindowStart, end: u64, vmas: u32) {
-        let cpu = self.tasks[w.task].cpu;
+        let p = &self.tasks[w.task];
+        let (pid, tgid, cpu) = (p.pid, p.tgid, p.cpu);
         let mut skipped = self.trace.skip_vma;
         for (s, s0) in skipped.iter_mut().zip(w.skipped) {
             *s -= s0;
@@ -134,7 +138,8 @@ impl Kernel {
         let rec = WindowRec {
             start: w.start,
             end,
-            task: w.task,
+            pid,
+            tgid,
             cpu,
             seq: w.seq,
             period_ms: w.period_ms,
@@ -143,11 +148,10 @@ impl Kernel {
             vmas,
             skipped,
         };
-        let Some(tr) = self.tracepoints() else { return };
-        if tr.windows.len() < MAX_RECORDS {
-            tr.windows.push(rec);
+        if self.trace.scan_windows.len() < MAX_RECORDS {
+            self.trace.scan_windows.push(rec);
         } else {
-            tr.dropped[0] += 1;
+            self.trace.scan_windows_dropped += 1;
         }
     }
 
@@ -158,7 +162,7 @@ impl Kernel {
         if tr.groups.len() < MAX_RECORDS {
             tr.groups.push((now, t, created, gid, nr));
         } else {
-            tr.dropped[1] += 1;
+            tr.dropped[0] += 1;
         }
     }
 
@@ -172,7 +176,7 @@ impl Kernel {
         if tr.preferred.len() < MAX_RECORDS {
             tr.preferred.push((now, t, from, to));
         } else {
-            tr.dropped[2] += 1;
+            tr.dropped[1] += 1;
         }
     }
 
@@ -214,12 +218,13 @@ impl Kernel {
         let pid = |t: usize| self.tasks[t].pid;
         let tgid = |t: usize| self.tasks[t].tgid;
         let nid = |n: Option<usize>| n.map_or(-1, |n| n as i64);
-        let windows: Vec<Value> = tr
-            .windows
+        let windows: Vec<Value> = self
+            .trace
+            .scan_windows
             .iter()
             .map(|w| {
                 let skipped: Map<String, Value> = NumaVmaSkip::ALL.iter().filter(|r| w.skipped[**r as usize] > 0).map(|r| (r.name().to_string(), json!(w.skipped[*r as usize]))).collect();
-                json!({"t": s(w.start), "end": s(w.end), "task": pid(w.task), "tgid": tgid(w.task), "cpu": w.cpu, "seq": w.seq, "period_ms": w.period_ms,
+                json!({"t": s(w.start), "end": s(w.end), "task": w.pid, "tgid": w.tgid, "cpu": w.cpu, "seq": w.seq, "period_ms": w.period_ms,
                        "pte_updates": w.pte_updates, "huge_pmd_updates": w.huge_pmd_updates, "vmas": w.vmas, "skipped": skipped})
             })
             .collect();
@@ -236,6 +241,6 @@ impl Kernel {
             .collect();
         let tlb: Vec<Value> = tr.tlb.iter().map(|(&(bin, site), c)| json!({"t": s(bin * BIN_NS), "reason": site.name(), "rounds": c[0], "ipis": c[1]})).collect();
         json!({"bin_ms": BIN_NS / 1_000_000, "scan_windows": windows, "groups": groups, "preferred": preferred, "migrate": migrate, "tlb": tlb,
-               "dropped": {"scan_windows": tr.dropped[0], "groups": tr.dropped[1], "preferred": tr.dropped[2]}})
+               "dropped": {"scan_windows": self.trace.scan_windows_dropped, "groups": tr.dropped[0], "preferred": tr.dropped[1]}})
     }
 }

@@ -155,12 +155,6 @@ impl Kernel {
         }
         // only one thread of the mm wins the window (cmpxchg on numa_next_scan)
         self.mms[mm].numa_next_scan = now + self.tasks[t].numa.scan_period as u64 * NSEC_PER_MSEC;
-        let window = self.trace.tracing_faults().then_some(self.trace.scan_windows.len());
-        if window.is_some() {
-            let p = &self.tasks[t];
-            let w = crate::trace::ScanWindow { start: self.clock, end: self.clock, pid: p.pid, seq: p.numa.scan_seq, period_ms: p.numa.scan_period };
-            self.trace.scan_windows.push(w);
-        }
         let traced = self.trace_window_begin(t);
         let mut vmas = 0u32;
         self.tasks[t].numa.node_stamp += 2 * self.tick_ns;
@@ -246,9 +240,6 @@ impl Kernel {
         let _ = start;
         // inc/dec_tlb_flush_pending around each change_protection: the window's walk and flush
         self.mms[mm].tlb_flush_pending = (self.clock, self.clock + sys as u64);
-        if let Some(i) = window {
-            self.trace.scan_windows[i].end = end_at;
-        }
         if let Some(w) = traced {
             self.trace_window_end(w, end_at, vmas);
         }
