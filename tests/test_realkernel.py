@@ -213,7 +213,7 @@ def test_runner_on_this_host_samples_and_reaps(numaw, tmp_path):
     assert parsed["workload_lines"][-1]["passes"] >= 1
 
 
-@pytest.mark.parametrize("mapping", ["shared", "shmem"])
+@pytest.mark.parametrize("mapping", ["shared", "shmem", "private"])
 def test_two_processes_share_the_buffer_and_their_passes_add_up(numaw, tmp_path, mapping):
     # processes=2: the child streams from run_node, the parent from touch_node (both node 0 here)
     s = tmp_path / "spec.txt"
@@ -231,7 +231,6 @@ def test_two_processes_share_the_buffer_and_their_passes_add_up(numaw, tmp_path,
 
 
 @pytest.mark.parametrize("args, message", [
-    (["processes=2"], "processes=2 needs mapping=shared or mapping=shmem"),  # private: copy-on-write after fork
     (["mapping=shared", "madvise=hugepage"], "madvise=hugepage needs mapping=private"),
     (["mapping=file"], "mapping=file: expected private, shared or shmem"),
     (["processes=3", "mapping=shmem"], "processes=3: expected 1 or 2"),

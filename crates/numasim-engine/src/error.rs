@@ -35,6 +35,9 @@ pub enum Error {
     /// The simulated kernel ran out of memory (e.g. MPOL_BIND node full).
     #[error("simulated out-of-memory at t={at_s:.3}s: {detail}")]
     OutOfMemory { at_s: f64, detail: String },
+    /// The run reached a case the engine does not model (it stops rather than guess).
+    #[error("not modelled (t={at_s:.3}s): {detail}")]
+    NotModelled { at_s: f64, detail: String },
     /// A kernel invariant broke: this is an engine bug.
     #[error("invariant {name} violated at t={at_s:.3}s: {detail}")]
     Invariant { name: String, at_s: f64, detail: String },

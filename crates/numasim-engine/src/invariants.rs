@@ -33,7 +33,7 @@ pub fn check_counters(k: &Kernel) -> Result<()> {
     }
     for (n, node) in k.nodes.iter().enumerate() {
         // a shmem page is held by its file once, and counted in every mm that maps it
-        let held: u64 = k.mms.iter().map(|m| m.node_pages[n] - m.shmem_pages[n]).sum::<u64>() + k.shmem.iter().map(|f| f.node_pages[n]).sum::<u64>();
+        let held: u64 = k.mms.iter().map(|m| m.node_pages[n] - m.shared_pages[n]).sum::<u64>() + k.shmem.iter().map(|f| f.node_pages[n]).sum::<u64>();
         if held != node.used {
             return Err(fail(k, "pages_conserved", format!("node {n}: mms hold {held} pages, allocator says {}", node.used)));
         }

@@ -86,6 +86,8 @@ pub struct Kernel {
     /// Tasks asking to leave a CPU they are no longer allowed on.
     pub displaced: Vec<usize>,
     pub oom: Option<String>,
+    /// A run stopped on something the engine does not model (Error::NotModelled).
+    pub not_modelled: Option<String>,
     /// Random-access distributions of pmbench-like processes.
     pub samplers: Vec<crate::workload::random::AccessSampler>,
     /// KVM VMs (their QEMU processes are ordinary mms).
@@ -118,6 +120,9 @@ pub struct Kernel {
     pub image_preset: crate::workload::image::ImagePreset,
     /// Each process's own small memory, by mm, if modelled (workload/image.rs).
     pub images: std::collections::BTreeMap<usize, crate::workload::image::Image>,
+    /// A forked process's VMAs that its parent's VMAs become at fork, by child mm: (parent VMA,
+    /// child VMA), besides the image's (mm/cow.rs: dup_mmap).
+    pub fork_inherits: std::collections::BTreeMap<usize, Vec<(usize, usize)>>,
     /// A VM's host cores (`machine.host_cores`), and the ns of this tick the host takes from
     /// each busy vCPU when more vCPUs are busy than it has cores.
     pub host_cores: Option<f64>,
@@ -206,6 +211,7 @@ impl Kernel {
             spawned: Vec::new(),
             displaced: Vec::new(),
             oom: None,
+            not_modelled: None,
             samplers: Vec::new(),
             kvms: Vec::new(),
             sampler_threads: Vec::new(),
@@ -223,6 +229,7 @@ impl Kernel {
             lru_add: vec![Vec::new(); s.machine.topology.nr_cpus()],
             image_preset: crate::workload::image::ImagePreset::None,
             images: Default::default(),
+            fork_inherits: Default::default(),
             host_cores: s.machine.host_cores,
             steal_in_runtime: s.machine.steal_in_runtime,
             host_steal_ns: 0.0,

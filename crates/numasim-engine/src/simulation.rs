@@ -102,6 +102,9 @@ impl Simulation {
         if let Some(detail) = k.oom.take() {
             return Err(Error::OutOfMemory { at_s: k.now as f64 / 1e9, detail });
         }
+        if let Some(detail) = k.not_modelled.take() {
+            return Err(Error::NotModelled { at_s: k.now as f64 / 1e9, detail });
+        }
         self.tick_no += 1;
         k.run_kswapds();
         k.scheduler_tick(self.tick_no);
@@ -180,18 +183,30 @@ impl Kernel {
     pub fn exit_mmap(&mut self, mm: usize) {
         let mut freed = vec![0u64; self.topo.nr_nodes];
         let mut files = Vec::new();
-        for v in self.mms[mm].vmas.iter_mut() {
+        // folios shared copy-on-write since a fork: (vma, share, page)
+        let mut shared = Vec::new();
+        for (vi, v) in self.mms[mm].vmas.iter_mut().enumerate() {
+            let mut cow_nodes = [0u64; crate::topology::MAX_NODES];
+            if let Some(file) = v.cow {
+                for idx in (0..v.pt.len()).filter(|&i| v.pt.populated(i) && v.pt.cow(i)) {
+                    cow_nodes[v.pt.nid(idx) as usize] += 1;
+                    shared.push((vi, file, idx));
+                }
+            }
             let unmapped = v.pt.unmap_all();
             match v.shmem {
                 // a shared mapping's pages stay with its file
                 Some(file) => files.push(file),
-                None => freed.iter_mut().zip(unmapped).for_each(|(f, g)| *f += g),
+                // a folio shared since a fork is its share's to free
+                None => freed.iter_mut().zip(unmapped).zip(cow_nodes).for_each(|((f, g), c)| *f += g - c),
             }
         }
         self.mms[mm].exited = true;
         for file in files {
             freed.iter_mut().zip(self.shmem_unmap(file)).for_each(|(f, g)| *f += g);
         }
+        let cow_freed = self.cow_exit(&shared);
+        freed.iter_mut().zip(cow_freed).for_each(|(f, g)| *f += g);
         for (n, &f) in freed.iter().enumerate() {
             self.nodes[n].used -= f;
             self.count(crate::vmstat::VmEvent::Pgfree, f);
@@ -205,6 +220,6 @@ impl Kernel {
         }
         let m = &mut self.mms[mm];
         m.node_pages = [0; crate::topology::MAX_NODES];
-        m.shmem_pages = [0; crate::topology::MAX_NODES];
+        m.shared_pages = [0; crate::topology::MAX_NODES];
     }
 }

@@ -49,7 +49,7 @@ fn to_pyerr(py: Python<'_>, f: Failure) -> PyErr {
             err
         }
         Failure::Engine(e @ Error::Capacity { .. }) => CapacityError::new_err(e.to_string()),
-        Failure::Engine(e @ Error::OutOfMemory { .. }) => SimulationError::new_err(e.to_string()),
+        Failure::Engine(e @ (Error::OutOfMemory { .. } | Error::NotModelled { .. })) => SimulationError::new_err(e.to_string()),
         Failure::Engine(e) => InternalError::new_err(format!("numasim bug: {e}")),
     }
 }

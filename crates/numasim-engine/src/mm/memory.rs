@@ -112,12 +112,15 @@ impl Kernel {
     }
 
     /// Write to a present read-only PTE of an exclusive anonymous page: reuse it, no copy.
-    /// A PMD-mapped THP is made writable whole.
-    // mm/memory.c: do_wp_page (wp_page_reuse)
+    /// A PMD-mapped THP is made writable whole; a page shared since a fork is copied.
+    // mm/memory.c: do_wp_page (wp_page_reuse; wp_page_copy in mm/cow.rs)
     pub fn do_wp_page(&mut self, t: usize, vma: usize, idx: u64) -> f64 {
         let mm = self.tasks[t].mm;
         if self.mms[mm].vmas[vma].pt.pmd_mapped(idx) {
             return self.do_huge_pmd_wp_page(t, vma, idx);
+        }
+        if self.mms[mm].vmas[vma].pt.cow(idx) {
+            return self.wp_page_copy(t, vma, idx);
         }
         self.mms[mm].vmas[vma].pt.make_writable(idx);
         self.count(VmEvent::Pgfault, 1);
@@ -194,8 +197,9 @@ impl Kernel {
         let this_node = self.cpu_node(cpu);
         let mut sys = self.cost.fault_entry_exit_ns + self.cost.hint_fault_ns;
         let v = &self.mms[mm].vmas[vma];
-        // can_change_pte_writable: private writable VMA, exclusive anonymous page
-        let writable = v.flags & VM_WRITE != 0;
+        // can_change_pte_writable: private writable VMA, exclusive anonymous page (not one
+        // shared copy-on-write since a fork)
+        let writable = v.flags & VM_WRITE != 0 && !v.pt.cow(idx);
         let (head, nr) = v.pt.folio(idx);
         let pmd = v.pt.pmd_mapped(idx);
         // a shared mapping's vm_page_prot carries the write bit (no write-notify for shmem), so

@@ -237,8 +237,9 @@ impl Kernel {
         let writable_vma = self.mms[p.mm].vmas[p.vma].flags & VM_WRITE != 0;
         // before 6.1 remove_migration_pte builds a clean PTE (a THP's PMD is made dirty)
         let clean = self.variants().migration_dirty == MigrationDirty::Base && !self.mms[p.mm].vmas[p.vma].pt.pmd_mapped(head);
-        if let Some(file) = self.mms[p.mm].vmas[p.vma].shmem {
-            // a shmem folio is a base page, mapped by every process that maps its file
+        if let Some(file) = self.page_object(p.mm, p.vma, head) {
+            // a shmem folio (or a COW-shared one) is a base page, mapped by every process that
+            // maps its file (or shares it since a fork)
             self.shmem_folio_moved(file, head, src, target);
             self.free_page(src);
         } else {

@@ -1,6 +1,7 @@
 //! Memory management, one module per kernel file (mm/).
 
 pub mod access_notifier;
+pub mod cow;
 pub mod fault_race;
 pub mod gup;
 pub mod huge_memory;

@@ -81,6 +81,12 @@ impl Kernel {
                     p = (head + nr).min(bend);
                     continue;
                 }
+                // a folio shared copy-on-write since a fork (mapcount > 1 in 4.19, page_count != 1
+                // later, folio_likely_mapped_shared from 6.10)
+                if skip_refs && self.mms[mm].vmas[vma].pt.cow(head) {
+                    p = (head + nr).min(bend);
+                    continue;
+                }
                 // up to 6.9 page_count != 1 also passes by a folio waiting in an LRU add batch
                 // (its reference); from 6.10 the test is folio_maybe_dma_pinned, which does not
                 if skip_refs && !mthp && self.mms[mm].vmas[vma].pt.lru_batched(head) {

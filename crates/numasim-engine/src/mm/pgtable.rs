@@ -22,6 +22,9 @@ pub const PTE_DIRTY: u8 = 1 << 2;
 pub const PG_LRU_BATCHED: u8 = 1 << 3;
 /// The folio is on its node's active LRU list (PG_active; kept across a migration).
 pub const PG_ACTIVE: u8 = 1 << 4;
+/// The PTE maps an anonymous folio shared copy-on-write with other processes since a fork
+/// (mapcount > 1): its state is the share's (mm/cow.rs), the PTE read-only.
+pub const PG_COW: u8 = 1 << 5;
 /// `last_cpupid` of a page that no hint fault has stamped (include/linux/mm.h: all ones).
 pub const CPUPID_UNSET: u32 = u32::MAX;
 /// Pages per PMD (HPAGE_PMD_NR): the block size of the summaries.
@@ -332,6 +335,16 @@ impl PageTable {
     }
 
     #[inline]
+    pub fn cow(&self, i: u64) -> bool {
+        self.pages[i as usize].flags & PG_COW != 0
+    }
+
+    /// Set or clear PG_COW (the PTE's write bit is the caller's).
+    pub fn set_cow(&mut self, i: u64, on: bool) {
+        let e = &mut self.pages[i as usize];
+        e.flags = if on { e.flags | PG_COW } else { e.flags & !PG_COW };
+    }
+
     pub fn lru_batched(&self, i: u64) -> bool {
         self.pages[i as usize].flags & PG_LRU_BATCHED != 0
     }

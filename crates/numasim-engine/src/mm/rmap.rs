@@ -12,6 +12,21 @@ pub struct PageRef {
     pub idx: u64,
 }
 
+/// `PageRef::mm` of a page of a shared object (a shmem file or a COW share; `vma` is its index).
+const IN_OBJECT: usize = usize::MAX;
+
+impl PageRef {
+    /// Page `idx` of shared object `file` (an LRU add batch's entry for a shared folio).
+    pub fn in_object(file: usize, idx: u64) -> Self {
+        PageRef { mm: IN_OBJECT, vma: file, idx }
+    }
+
+    /// The shared object of an `in_object` entry.
+    pub fn object(&self) -> Option<usize> {
+        (self.mm == IN_OBJECT).then_some(self.vma)
+    }
+}
+
 impl Kernel {
     /// x86 pte_accessible: present, or PROT_NONE while the mm has a TLB flush pending (another
     /// thread's change_protection is between its PTE updates and its flush).
@@ -32,7 +47,7 @@ impl Kernel {
     /// now. Returns the cost of any immediate flush, ns.
     // mm/rmap.c: try_to_migrate_one (set_pmd_migration_entry / set_tlb_ubc_flush_pending / ptep_clear_flush)
     pub fn try_to_migrate_one(&mut self, p: PageRef, cpu: usize, mut batch: Option<&mut TlbBatch>) -> f64 {
-        if let Some(file) = self.mms[p.mm].vmas[p.vma].shmem {
+        if let Some(file) = self.page_object(p.mm, p.vma, p.idx) {
             return self.try_to_migrate_file(file, p.idx, cpu, batch);
         }
         let pt = &self.mms[p.mm].vmas[p.vma].pt;

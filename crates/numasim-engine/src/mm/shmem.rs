@@ -14,10 +14,13 @@ use crate::mm::types::{Vma, VM_SHARED, VM_WRITE};
 use crate::topology::MAX_NODES;
 use crate::vmstat::VmEvent;
 
-/// A shmem inode and its page cache.
+/// A shmem inode and its page cache; or, with `cow`, the anonymous folios that processes share
+/// copy-on-write since a fork (mm/cow.rs), which the same rmap walks reach.
 #[derive(Debug, Clone)]
 pub struct ShmemFile {
     pub name: String,
+    /// A COW share: a mapping maps page i from it only where its PTE has PG_COW.
+    pub cow: bool,
     /// The file's folios; PTE flags are not used here, only node, last_cpupid and LRU state.
     pub cache: PageTable,
     /// Every mapping of the file (address_space->i_mmap): (mm, vma), live or exited.
@@ -30,7 +33,7 @@ impl Kernel {
     /// A new shmem file of `npages` pages (shmem_file_setup; memfd_create + ftruncate).
     // mm/shmem.c: shmem_file_setup
     pub fn shmem_file_setup(&mut self, name: &str, npages: u64) -> usize {
-        self.shmem.push(ShmemFile { name: name.into(), cache: PageTable::new(npages, self.topo.nr_nodes), mappers: Vec::new(), node_pages: [0; MAX_NODES] });
+        self.shmem.push(ShmemFile { name: name.into(), cow: false, cache: PageTable::new(npages, self.topo.nr_nodes), mappers: Vec::new(), node_pages: [0; MAX_NODES] });
         self.shmem.len() - 1
     }
 
@@ -46,9 +49,20 @@ impl Kernel {
     }
 
     /// The live mappings of `file` that map page `idx`: (mm, vma).
-    // mm/rmap.c: rmap_walk_file
+    // mm/rmap.c: rmap_walk_file (rmap_walk_anon for a COW share)
     fn shmem_rmap(&self, file: usize, idx: u64) -> impl Iterator<Item = (usize, usize)> + '_ {
-        self.shmem[file].mappers.iter().copied().filter(move |&(m, v)| !self.mms[m].exited && self.mms[m].vmas[v].pt.populated(idx))
+        let cow = self.shmem[file].cow;
+        self.shmem[file].mappers.iter().copied().filter(move |&(m, v)| {
+            let pt = &self.mms[m].vmas[v].pt;
+            !self.mms[m].exited && pt.populated(idx) && (!cow || pt.cow(idx))
+        })
+    }
+
+    /// The shared object page `idx` of `vma` maps: the VMA's shmem file, or its COW share if
+    /// the PTE has PG_COW; None for a page of the mm's own.
+    pub fn page_object(&self, mm: usize, vma: usize, idx: u64) -> Option<usize> {
+        let v = &self.mms[mm].vmas[vma];
+        v.shmem.or_else(|| v.cow.filter(|_| v.pt.cow(idx)))
     }
 
     /// `shmem_rmap`, collected (for walks that change the mappings).
@@ -59,7 +73,7 @@ impl Kernel {
     /// Whether the folio holding page `idx` of `vma` is mapped by more than one process.
     // include/linux/mm.h: folio_likely_mapped_shared (folio_maybe_mapped_shared since 6.15)
     pub fn folio_likely_mapped_shared(&self, mm: usize, vma: usize, idx: u64) -> bool {
-        self.mms[mm].vmas[vma].shmem.is_some_and(|f| self.shmem_rmap(f, idx).nth(1).is_some())
+        self.page_object(mm, vma, idx).is_some_and(|f| self.shmem_rmap(f, idx).nth(1).is_some())
     }
 
     /// A fault on an unmapped page of a shared mapping: map the file's folio if the page cache
@@ -99,7 +113,7 @@ impl Kernel {
         m.vmas[vma].pt.populate(idx, node, flags);
         m.vmas[vma].pt.set_last_cpupid(idx, cpupid);
         m.node_pages[node] += 1;
-        m.shmem_pages[node] += 1;
+        m.shared_pages[node] += 1;
         self.access_notify_populated(mm, vma, idx, node);
     }
 
@@ -141,18 +155,20 @@ impl Kernel {
 
     /// The folio at page `idx` of `file` moved from `src` to `target`: every mapping gets its new
     /// PTE from its migration entry (remove_migration_ptes), built from vm_page_prot, which for a
-    /// writable shared mapping without write-notify carries the write bit.
-    // mm/migrate.c: remove_migration_ptes -> remove_migration_pte (rmap_walk over i_mmap)
+    /// writable shared mapping without write-notify carries the write bit; a COW share's PTEs
+    /// stay read-only.
+    // mm/migrate.c: remove_migration_ptes -> remove_migration_pte (rmap_walk over i_mmap / anon_vma)
     pub fn shmem_folio_moved(&mut self, file: usize, idx: u64, src: usize, target: usize) {
+        let cow = self.shmem[file].cow;
         for (m, v) in self.shmem_mappings_of(file, idx) {
-            let writable = self.mms[m].vmas[v].flags & VM_WRITE != 0;
+            let writable = self.mms[m].vmas[v].flags & VM_WRITE != 0 && !cow;
             let mm = &mut self.mms[m];
             let pt = &mut mm.vmas[v].pt;
             pt.set_node(idx, target);
             if pt.protnone(idx) {
                 pt.make_present(idx, writable);
             }
-            for pages in [&mut mm.node_pages, &mut mm.shmem_pages] {
+            for pages in [&mut mm.node_pages, &mut mm.shared_pages] {
                 pages[src] -= 1;
                 pages[target] += 1;
             }
@@ -231,7 +247,7 @@ pub(crate) mod tests {
         k.shmem_fault(b, vb, file, 5).unwrap();
         assert_eq!(k.nodes[0].used, used + 1, "one page allocated, on the first toucher's node");
         assert_eq!(k.mms[mm_b].vmas[vb].pt.nid(5), 0, "the second mapping sees the first's folio");
-        assert_eq!((k.mms[0].shmem_pages[0], k.mms[mm_b].shmem_pages[0]), (1, 1));
+        assert_eq!((k.mms[0].shared_pages[0], k.mms[mm_b].shared_pages[0]), (1, 1));
         assert_eq!(k.vmstat.get(Pgfault) - faults, 2);
         assert!(k.folio_likely_mapped_shared(0, va, 5));
         assert!(!k.folio_likely_mapped_shared(0, va, 6), "an unmapped page is mapped by nobody");
@@ -335,7 +351,7 @@ pub(crate) mod tests {
         assert!(!pt.populated(15) && pt.writable(18), "nothing outside it; writable (vm_page_prot)");
         k.shmem_fault(b, vb, file, 5).unwrap();
         assert!(!k.mms[mm_b].vmas[vb].pt.populated(4), "a store fault maps its page alone");
-        assert_eq!(k.mms[mm_b].shmem_pages[0], 16);
+        assert_eq!(k.mms[mm_b].shared_pages[0], 16);
         crate::invariants::check_counters(&k).unwrap();
     }
 }

@@ -31,11 +31,18 @@ impl Kernel {
             }
             return;
         }
-        match self.mms[mm].vmas[vma].shmem {
-            Some(file) => self.shmem[file].cache.set_lru_batched(head, true),
-            None => self.mms[mm].vmas[vma].pt.set_lru_batched(head, true),
-        }
-        self.lru_add[cpu].push(PageRef { mm, vma, idx: head });
+        // a shared folio is found through its object, whichever mapping added it
+        let at = match self.page_object(mm, vma, head) {
+            Some(file) => {
+                self.shmem[file].cache.set_lru_batched(head, true);
+                PageRef::in_object(file, head)
+            }
+            None => {
+                self.mms[mm].vmas[vma].pt.set_lru_batched(head, true);
+                PageRef { mm, vma, idx: head }
+            }
+        };
+        self.lru_add[cpu].push(at);
         if self.lru_add[cpu].len() >= self.lru_batch_size() {
             self.lru_add_drain(cpu);
         }
@@ -45,9 +52,10 @@ impl Kernel {
     // mm/swap.c: lru_add_drain (folio_batch_move_lru)
     pub fn lru_add_drain(&mut self, cpu: usize) {
         for p in std::mem::take(&mut self.lru_add[cpu]) {
-            // a shmem folio's LRU state is the file's, whichever mapping added it
-            if let Some(file) = self.mms.get(p.mm).and_then(|m| m.vmas.get(p.vma)).and_then(|v| v.shmem) {
-                self.shmem[file].cache.set_lru_batched(p.idx, false);
+            if let Some(file) = p.object() {
+                if self.shmem[file].cache.populated(p.idx) {
+                    self.shmem[file].cache.set_lru_batched(p.idx, false);
+                }
                 continue;
             }
             if let Some(v) = self.mms.get_mut(p.mm).filter(|m| !m.exited).and_then(|m| m.vmas.get_mut(p.vma)) {
@@ -72,8 +80,7 @@ impl Kernel {
     /// Whether the folio holding page `idx` is on the LRU (isolatable).
     // include/linux/page-flags.h: folio_test_lru
     pub fn folio_test_lru(&self, mm: usize, vma: usize, idx: u64) -> bool {
-        let v = &self.mms[mm].vmas[vma];
-        let pt = v.shmem.map_or(&v.pt, |file| &self.shmem[file].cache);
+        let pt = self.page_object(mm, vma, idx).map_or(&self.mms[mm].vmas[vma].pt, |file| &self.shmem[file].cache);
         !pt.lru_batched(pt.folio(idx).0)
     }
 }

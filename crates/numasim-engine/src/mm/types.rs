@@ -41,6 +41,9 @@ pub struct Vma {
     /// vm_file of a shared mapping: index in `Kernel::shmem` (mm/shmem.rs), None for private
     /// anonymous memory.
     pub shmem: Option<usize>,
+    /// A private VMA whose PG_COW pages are shared with other processes since a fork: the
+    /// share's index in `Kernel::shmem` (mm/cow.rs; its anon_vma's folios).
+    pub cow: Option<usize>,
 }
 
 impl Vma {
@@ -73,9 +76,10 @@ pub struct Mm {
     /// Index in `Kernel::samplers` of this process's random-access distribution: its
     /// subscription to mm/access_notifier.rs.
     pub sampler: Option<usize>,
-    /// MM_SHMEMPAGES: the part of `node_pages` that are shmem folios mapped here (counted in
-    /// every mm that maps them, allocated once in the file).
-    pub shmem_pages: [u64; MAX_NODES],
+    /// The part of `node_pages` held by a shared object, counted in every mm that maps them and
+    /// allocated once in the object: shmem folios (MM_SHMEMPAGES) and anonymous folios shared
+    /// copy-on-write since a fork (mm/cow.rs).
+    pub shared_pages: [u64; MAX_NODES],
     /// Pages pinned for direct I/O (pin_user_pages): (task, vma, first page, pages).
     pub io_pins: Vec<(usize, usize, u64, u64)>,
     /// Long-term pins (FOLL_LONGTERM, e.g. VFIO): (vma, first page, pages), held until exit.
@@ -99,7 +103,7 @@ impl Mm {
             numa_scan_seq: 0,
             numa_scan_seq_at: 0,
             node_pages: [0; MAX_NODES],
-            shmem_pages: [0; MAX_NODES],
+            shared_pages: [0; MAX_NODES],
             exited: false,
             cpumask: vec![false; nr_cpus],
             next_trim_cpumask: 0,
@@ -118,7 +122,7 @@ impl Mm {
     /// Map a new anonymous VMA after the last one, 2 MiB aligned; returns its index.
     pub fn mmap_anon(&mut self, npages: u64, flags: u32) -> usize {
         let start = self.vmas.last().map(|v| v.end().div_ceil(512) * 512 + 512).unwrap_or(0x40000);
-        self.vmas.push(Vma { start, flags, anon: true, policy: None, pt: PageTable::new(npages, self.nr_nodes), numab: None, image: false, shmem: None });
+        self.vmas.push(Vma { start, flags, anon: true, policy: None, pt: PageTable::new(npages, self.nr_nodes), numab: None, image: false, shmem: None, cow: None });
         self.vmas.len() - 1
     }
 }

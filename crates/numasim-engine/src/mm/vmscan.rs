@@ -290,7 +290,7 @@ impl Kernel {
     fn lru_entry_valid(&self, p: PageRef, node: usize) -> bool {
         let Some(m) = self.mms.get(p.mm).filter(|m| !m.exited) else { return false };
         let Some(v) = m.vmas.get(p.vma) else { return false };
-        p.idx < v.pt.len() && v.pt.populated(p.idx) && v.pt.folio(p.idx).0 == p.idx && v.pt.nid(p.idx) as usize == node && v.shmem.is_none()
+        p.idx < v.pt.len() && v.pt.populated(p.idx) && v.pt.folio(p.idx).0 == p.idx && v.pt.nid(p.idx) as usize == node && v.shmem.is_none() && !v.pt.cow(p.idx)
     }
 
     /// Whether the folio was accessed since its entry was stamped (its accessed bits, which

@@ -5,7 +5,8 @@
 //! pages at the same time (threads of one process sharing a buffer from two nodes).
 //! With `processes = 2` the main process forks after the first touch: the child runs the
 //! `run_node` workers, the parent the `local_threads`, over a buffer mapped `MAP_SHARED`
-//! (`mapping = "shared"`, anonymous) or from a memfd (`"shmem"`): two processes sharing pages.
+//! (`mapping = "shared"`, anonymous) or from a memfd (`"shmem"`): two processes sharing pages;
+//! or a private one (`"private"`), which the child inherits copy-on-write (mm/cow.rs).
 
 use super::autonuma::{fork_task, new_mm, new_task};
 use super::Op;
@@ -91,8 +92,6 @@ impl RemoteToucherSpec {
         }
         if !(1..=2).contains(&processes) {
             bad("processes", format!("must be 1 or 2, got {processes}"));
-        } else if processes == 2 && mapping == "private" {
-            bad("processes", "2 processes need mapping = \"shared\" or \"shmem\": a private buffer after fork is copy-on-write, which is not modelled".to_string());
         }
         (p.len() == start).then(|| RemoteToucherSpec {
             kind: w.kind.clone(),
@@ -135,6 +134,10 @@ impl RemoteToucherSpec {
         let child = forked.then(|| {
             let cmm = new_mm(k, "numawork", self.threads);
             let cvma = map(k, cmm);
+            if file.is_none() {
+                // the private buffer is the parent's, copy-on-write
+                k.fork_inherits.entry(cmm).or_default().push((vma, cvma));
+            }
             let c = fork_task(k, cmm, "numawork", index, vec![Op::Spawn, Op::Join], main);
             k.tasks[c].allowed = touch_cpus.clone();
             (c, cvma)

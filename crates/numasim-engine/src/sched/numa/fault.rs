@@ -68,7 +68,7 @@ impl Kernel {
         // folio_xchg_last_cpupid: the stamp is updated here
         let slot = &mut self.mms[mm].vmas[vma].pt.pages[idx as usize].last_cpupid;
         let last_cpupid = std::mem::replace(slot, this_cpupid);
-        if let Some(file) = self.mms[mm].vmas[vma].shmem {
+        if let Some(file) = self.page_object(mm, vma, idx) {
             self.shmem_set_last_cpupid(file, idx, this_cpupid);
         }
         // 6.1: outside tiering mode a lower-tier page's first fault does not migrate it
