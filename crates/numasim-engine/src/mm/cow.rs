@@ -50,11 +50,11 @@ impl Kernel {
         let mut copied = 0u64;
         for &(pv, cv) in &pairs {
             let len = self.mms[pmm].vmas[pv].pt.len();
-            for idx in 0..len {
-                if self.mms[pmm].vmas[pv].pt.populated(idx) && !self.copy_present_pte(pmm, pv, cmm, cv, idx) {
+            for idx in (0..len).filter(|&i| self.mms[pmm].vmas[pv].pt.populated(i)).collect::<Vec<_>>() {
+                if !self.copy_present_pte(pmm, pv, cmm, cv, idx) {
                     return 0.0;
                 }
-                copied += self.mms[pmm].vmas[pv].pt.populated(idx) as u64;
+                copied += 1;
             }
         }
         let mut cost = copied as f64 * self.cost.pte_update_ns;
@@ -320,7 +320,7 @@ mod tests {
     #[test]
     fn scanner_skips_shared_cow_pages_from_4_19() {
         for (version, skipped) in [("3.19", false), ("4.9", false), ("5.12", true), ("6.1", true), ("6.12", true)] {
-            let Fork { mut k, p, c, cmm, pv, cv } = forked(version);
+            let Fork { mut k, p, c, pv, cv, .. } = forked(version);
             k.dup_mmap(p, c);
             let mut b = 1e9;
             assert!(k.access_page(c, cv, 0, true, &mut b), "{version}: page 0 is the child's own now");
@@ -328,7 +328,6 @@ mod tests {
             assert_eq!(k.mms[0].vmas[pv].pt.protnone(3), !skipped, "{version}: a shared page");
             assert!(k.mms[0].vmas[pv].pt.protnone(0), "{version}: the parent's exclusive page");
             assert_eq!(n, if skipped { 1 } else { 16 }, "{version}");
-            let _ = cmm;
         }
     }
 
@@ -352,7 +351,7 @@ mod tests {
     /// and is freed with the last mapping.
     #[test]
     fn exit_leaves_shared_pages_to_the_other_process() {
-        let Fork { mut k, p, c, cmm, pv, cv } = forked("6.12");
+        let Fork { mut k, p, c, cmm, pv, .. } = forked("6.12");
         k.dup_mmap(p, c);
         let used = k.nodes[0].used;
         k.exit_mmap(cmm);
@@ -360,7 +359,6 @@ mod tests {
         assert!((0..16).all(|i| !k.mms[0].vmas[pv].pt.cow(i)), "the parent's own again");
         check_counters(&k).unwrap();
         check_mm(&k, 0).unwrap();
-        let _ = cv;
     }
 
     /// mm/swap.c: a folio waiting in an LRU add batch at fork stays there, shared (isolation
