@@ -30,7 +30,7 @@ FIGURES = {"zero_fault": 4038.9, "stream_0_0": 0.2836, "stream_0_1": 0.2954, "st
            "hint_pte_updates": 9271, "hint_store_ns": 3480.0, "hint_slow": 8229, "hint_slow_ns": 17210.0,
            "flush_ipi_0": 13509.3, "flush_ipi_1": 71452.6, "flush_ipi_2": 7371447.5, "spin_loss": 20732.1,
            "ipis_1": 2.0, "ipis_2": 4.0, "all_gibps": 0.418, "all_writers": 4, "all_cpu_share": 0.7,
-           "wall_s": 29.2}
+           "clone": 234700.0, "wall_s": 29.2}
 
 
 def page_ns(gibps):
@@ -62,6 +62,8 @@ def test_each_constant_follows_from_its_micro_benchmark():
     assert cal.steal_in_runtime(FIGURES) == pytest.approx((2.8 - 1.474) / (4 - 1.474), abs=1e-3)
     assert cal.steal_in_runtime({**FIGURES, "all_cpu_share": 0.3}) == 0.0  # at most what ran
     assert cal.steal_in_runtime({**FIGURES, "all_cpu_share": 1.0}) == 1.0
+    # pthread_create on a fresh stack, the creator's time: the cost of each clone
+    assert c["clone_ns"] == 234700.0
     assert set(c) <= set(cal.MEASURED) and all(k in how for k in c)
     assert "latency_ns" in missing and "hint_fault_ns" not in " ".join(missing)
 
@@ -71,6 +73,8 @@ def test_what_was_not_measured_keeps_the_scenarios_value():
     c, _, missing = cal.costs(few, 2)
     assert "hint_fault_ns" not in c and any(m.startswith("hint_fault_ns") for m in missing)
     assert not {"ipi_send_ns", "ipi_receive_ns"} & set(c) and "ipi_send_ns" in missing
+    # a boot calibrated before `clone` was measured keeps the scenario's clone_ns
+    assert "clone_ns" not in cal.costs({k: v for k, v in FIGURES.items() if k != "clone"}, 2)[0]
     d = cal.apply(scenario_dict("two-processes-4k", "6.12"), few)
     r = numasim.resolve(to_toml(d))
     assert r["machine"]["cost"]["hint_fault_ns"] == 20000.0  # the scenario's own

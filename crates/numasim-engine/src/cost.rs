@@ -6,7 +6,7 @@ pub const PAGE_SIZE: f64 = 4096.0;
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
 /// The keys of `[machine.cost]`, in the profile's order.
-pub const COST_KEYS: [&str; 19] = [
+pub const COST_KEYS: [&str; 20] = [
     "stream_gibps",
     "smt_share",
     "latency_ns",
@@ -24,6 +24,7 @@ pub const COST_KEYS: [&str; 19] = [
     "ipi_receive_ns",
     "tlb_flush_local_all_ns",
     "tlb_flush_local_one_ns",
+    "clone_ns",
     "vm_exit_ns",
     "ept_violation_ns",
 ];
@@ -57,6 +58,10 @@ pub struct CostProfile {
     pub ipi_receive_ns: f64,
     pub tlb_flush_local_all_ns: f64,
     pub tlb_flush_local_one_ns: f64,
+    /// The creator's time to make a task (`pthread_create`: the stack's mmap and guard
+    /// mprotect, `clone` with copy_process and wake_up_new_task), ns. A fork's page-table copy
+    /// is charged apart (dup_mmap, per PTE).
+    pub clone_ns: f64,
     /// A vCPU's VM exit and re-entry (the kick of a KVM remote TLB flush), ns.
     pub vm_exit_ns: f64,
     /// An EPT violation resolved by KVM beyond the exit: GUP of the host page, SPTE install, ns.

@@ -31,6 +31,7 @@ ipi_per_target_ns = 150.0
 ipi_receive_ns = 1200.0
 tlb_flush_local_all_ns = 200.0
 tlb_flush_local_one_ns = 100.0
+clone_ns = 0.0
 vm_exit_ns = 600.0
 ept_violation_ns = 2500.0
 [[workload]]

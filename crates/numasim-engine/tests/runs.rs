@@ -171,7 +171,7 @@ fn cost_table(n: usize) -> String {
     let v = |x: f64| format!("[{}]", vec![x.to_string(); n].join(", "));
     let d = format!("[{}]", (0..n).map(|a| format!("[{}]", (0..n).map(|b| if a == b { "10" } else { "21" }).collect::<Vec<_>>().join(", "))).collect::<Vec<_>>().join(", "));
     format!(
-        "distances = {d}\n[machine.cost]\nstream_gibps = {}\nsmt_share = 0.5\nlatency_ns = {}\nnode_bandwidth_gibps = {}\ndram_bytes_per_store = 2.0\ninterconnect_gibps = 40.0\nfault_entry_exit_ns = 900.0\nclear_page_ns = 350.0\npte_update_ns = 5.0\nhint_fault_ns = 1200.0\nmigrate_page_ns = 3000.0\npage_copy_gibps = 6.0\nipi_send_ns = 700.0\nipi_per_target_ns = 150.0\nipi_receive_ns = 1200.0\ntlb_flush_local_all_ns = 200.0\ntlb_flush_local_one_ns = 100.0\nvm_exit_ns = 600.0\nept_violation_ns = 2500.0\n",
+        "distances = {d}\n[machine.cost]\nstream_gibps = {}\nsmt_share = 0.5\nlatency_ns = {}\nnode_bandwidth_gibps = {}\ndram_bytes_per_store = 2.0\ninterconnect_gibps = 40.0\nfault_entry_exit_ns = 900.0\nclear_page_ns = 350.0\npte_update_ns = 5.0\nhint_fault_ns = 1200.0\nmigrate_page_ns = 3000.0\npage_copy_gibps = 6.0\nipi_send_ns = 700.0\nipi_per_target_ns = 150.0\nipi_receive_ns = 1200.0\ntlb_flush_local_all_ns = 200.0\ntlb_flush_local_one_ns = 100.0\nclone_ns = 15000.0\nvm_exit_ns = 600.0\nept_violation_ns = 2500.0\n",
         m(2.5, 1.7),
         m(100.0, 180.0),
         v(100.0)

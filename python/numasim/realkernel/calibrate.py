@@ -13,6 +13,7 @@ constants of `[machine.cost]` (cost.rs), each one from the mechanism it stands f
     migrate_page_ns      move_pages(2) per page in 512-page calls, beyond the copy
     hint_fault_ns        the mean store that takes a NUMA hint fault (one thread touching
                          its local pages with balancing on), beyond fault entry/exit
+    clone_ns             pthread_create of a numaw thread, the caller's time (median of 41)
     ipi_*_ns             an mprotect()'s TLB flush with 0, 1 and 2 other CPUs in the mm,
                          and what a spinning target loses per IPI
     host_cores           all CPUs writing at once against one: the host cores the vCPUs share
@@ -37,7 +38,8 @@ MIN_HINT_FAULTS = 1000  # fewer and the per-fault figure is noise: hint_fault_ns
 
 # the constants `costs()` can set; the rest of [machine.cost] is not measured here
 MEASURED = ("stream_gibps", "clear_page_ns", "fault_entry_exit_ns", "page_copy_gibps", "pte_update_ns",
-            "migrate_page_ns", "hint_fault_ns", "ipi_send_ns", "ipi_per_target_ns", "ipi_receive_ns")
+            "migrate_page_ns", "hint_fault_ns", "ipi_send_ns", "ipi_per_target_ns", "ipi_receive_ns",
+            "clone_ns")
 
 
 def _stream(cal: dict, nodes: int) -> list:
@@ -111,6 +113,11 @@ def costs(cal: dict, nodes: int) -> tuple:
         how["ipi_receive_ns"] = "time a spinning thread of the mm loses per TLB IPI"
     else:
         missing += ["ipi_send_ns", "ipi_per_target_ns", "ipi_receive_ns"]
+    if cal.get("clone"):
+        out["clone_ns"] = round(float(cal["clone"]), 1)
+        how["clone_ns"] = "pthread_create of a numaw thread on a fresh 256 KiB stack, the caller's time, median of 41"
+    else:
+        missing.append("clone_ns")
     missing += [k for k in ("latency_ns", "node_bandwidth_gibps", "interconnect_gibps", "smt_share",
                             "dram_bytes_per_store", "tlb_flush_local_all_ns", "tlb_flush_local_one_ns",
                             "vm_exit_ns", "ept_violation_ns")]

@@ -39,14 +39,16 @@ impl Kernel {
     /// fork(2) by task `t` of the process whose main thread is `child`: each inherited private
     /// VMA of the child maps the parent's present folios through read-only PTEs (a PROT_NONE
     /// one stays PROT_NONE), sharing them; the parent's writable PTEs become read-only, so its
-    /// TLBs are flushed. Returns the parent's time, ns. (The child's main thread does not take
-    /// over the parent's hot pages: its first stores would delay its clones, and the order of
-    /// the two processes' clones decides fork placement, which the engine does not time
-    /// finely enough: docs/model.md, "Copy-on-write after fork".)
-    // kernel/fork.c: dup_mmap -> mm/memory.c: copy_page_range -> copy_present_pte
+    /// TLBs are flushed. The child returns from fork on a copy of the parent's stack: its main
+    /// thread keeps the caller's hot pages (stack, heap) hot, at the same addresses in its own
+    /// VMAs. Returns the parent's time, ns.
+    // kernel/fork.c: dup_mmap -> mm/memory.c: copy_page_range -> copy_present_pte;
+    // arch/x86/kernel/process.c: copy_thread (the child resumes where the parent called fork)
     pub fn dup_mmap(&mut self, t: usize, child: usize) -> f64 {
         let (pmm, cmm, cpu) = (self.tasks[t].mm, self.tasks[child].mm, self.tasks[t].cpu);
         let pairs = self.inherited_vmas(pmm, cmm);
+        let hot: Vec<_> = self.tasks[t].hot.iter().filter_map(|&(v, i, w)| pairs.iter().find(|p| p.0 == v).map(|p| (p.1, i, w))).collect();
+        self.tasks[child].hot.extend(hot);
         let mut copied = 0u64;
         for &(pv, cv) in &pairs {
             let len = self.mms[pmm].vmas[pv].pt.len();
@@ -269,12 +271,16 @@ mod tests {
     }
 
     /// kernel/fork.c: dup_mmap -> copy_present_pte — the child maps the parent's folios (no
-    /// page allocated), both PTEs read-only; each process counts them in its RSS.
+    /// page allocated), both PTEs read-only; each process counts them in its RSS. The child
+    /// resumes on the parent's stack (copy_thread): it keeps the caller's hot pages of the
+    /// inherited VMAs hot, at its own addresses.
     #[test]
     fn fork_shares_the_parents_pages_read_only() {
         let Fork { mut k, p, c, cmm, pv, cv } = forked("6.12");
         let used = k.nodes[0].used;
+        k.tasks[p].hot = vec![(pv, 2, true), (0, 0, true)];
         k.dup_mmap(p, c);
+        assert_eq!(k.tasks[c].hot, vec![(cv, 2, true)], "only the inherited VMA's page, in the child's VMA");
         assert_eq!(k.nodes[0].used, used, "nothing allocated");
         for (mm, v) in [(0, pv), (cmm, cv)] {
             let pt = &k.mms[mm].vmas[v].pt;

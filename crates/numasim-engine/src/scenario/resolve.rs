@@ -350,6 +350,7 @@ fn check_cost(c: &crate::cost::CostProfile, nodes: usize, p: &mut Problems) {
         ("ipi_receive_ns", c.ipi_receive_ns),
         ("tlb_flush_local_all_ns", c.tlb_flush_local_all_ns),
         ("tlb_flush_local_one_ns", c.tlb_flush_local_one_ns),
+        ("clone_ns", c.clone_ns),
         ("vm_exit_ns", c.vm_exit_ns),
         ("ept_violation_ns", c.ept_violation_ns),
     ];
@@ -669,6 +670,18 @@ mod tests {
         assert!(p.iter().any(|x| x.loc == "machine.cost.interconnect_gibps" && x.kind == "invalid_value"), "{p:?}");
         let p = problems(&with("0.0"));
         assert!(p.iter().any(|x| x.loc == "machine.cost.interconnect_gibps"), "{p:?}");
+    }
+
+    /// A custom machine (no profile) gives every cost: one written before `clone_ns` existed
+    /// is refused with the key named, never run with a default clone cost.
+    #[test]
+    fn a_full_cost_table_without_clone_ns_names_it() {
+        let full = crate::testutil::SMALL;
+        assert!(parse_scenario(full).is_ok());
+        let e = parse_scenario(&full.replace("clone_ns = 0.0\n", "")).unwrap_err().to_string();
+        assert!(e.contains("machine.cost") && e.contains("clone_ns"), "{e}");
+        let p = problems(&full.replace("clone_ns = 0.0", "clone_ns = -1.0"));
+        assert!(p.iter().any(|x| x.loc == "machine.cost.clone_ns" && x.kind == "invalid_value"), "{p:?}");
     }
 
     #[test]

@@ -68,6 +68,8 @@ pub struct Task {
     /// When the current time-bounded op started (ns), for `Op::SweepFor`.
     pub op_start_ns: Option<f64>,
     pub children: Vec<usize>,
+    /// Children the current `Op::Spawn` has cloned so far: one clone per step, each paid for.
+    pub spawned_children: usize,
     pub parent: Option<usize>,
     /// Sleeping until this time (ns) rather than for children.
     pub wake_at: Option<u64>,

@@ -166,9 +166,9 @@ fn imb_numa_nr_readers_need_it() {
 /// numa01 (2 threads per process, 6.1, glibc image) until every task has started, with the
 /// fault entry cost `fault_ns`: (main thread, forked child), and each process's (main node,
 /// its threads' nodes), and the processes in the order of their clones (0 = the first's).
-fn numa01_fork(fault_ns: f64) -> (Vec<(usize, Vec<usize>)>, Vec<usize>) {
+fn numa01_fork(fault_ns: f64, clone_ns: f64) -> (Vec<(usize, Vec<usize>)>, Vec<usize>) {
     let text = SMALL.replace("kind = \"numa02\"", "kind = \"numa01\"").replace("threads = 4", "threads = 2").replace("image = \"none\"", "image = \"glibc\"").replace("passes = 1000", "passes = 2");
-    let text = text.replace("fault_entry_exit_ns = 1000.0", &format!("fault_entry_exit_ns = {fault_ns}"));
+    let text = text.replace("fault_entry_exit_ns = 1000.0", &format!("fault_entry_exit_ns = {fault_ns}")).replace("clone_ns = 0.0", &format!("clone_ns = {clone_ns}"));
     let s = parse_scenario(&format!("[kernel]\nversion = \"6.1\"\n{text}")).expect("parses");
     let mut sim = Simulation::new(&s).expect("builds");
     // the first process's main thread and the child it forks (numa01.c: fork() before malloc)
@@ -187,23 +187,26 @@ fn numa01_fork(fault_ns: f64) -> (Vec<(usize, Vec<usize>)>, Vec<usize>) {
 /// kernel/fork.c: kernel_clone -> wake_up_new_task, at the instant of each clone. numa01.c
 /// forks, then each process creates its threads and blocks in pthread_join. The child wakes
 /// on an idle CPU of the other node (a reschedule IPI later) and clones in the same tick, so
-/// the clones race: when a clone (its stack's first touch) takes longer than the child's
-/// wake-up, the two processes' clones alternate, 6.1's find_idlest_group sees the other
-/// process on the other node at every clone, and each process stays on its node; when the
-/// parent clones both threads before the child's first, the parent's second thread goes to
-/// the idler node and both processes split (the VM's split starts, docs/model.md).
+/// the clones race. The parent returns from fork first but copies the stack and heap pages
+/// it stores to (wp_page_copy) before its first pthread_create; the child then finds them its
+/// own and only reuses them (wp_page_reuse), so it clones first (a traced 6.1 boot: child,
+/// parent, child, parent). When a clone costs its creator more than that head start, the
+/// clones alternate, 6.1's find_idlest_group sees the other process on the other node at
+/// every clone, and each process stays on its node; when clones cost nothing and faults are
+/// cheap, the child clones both threads before the parent's first, its second thread goes
+/// to the idler node and both processes split (the VM's split starts, docs/model.md).
 #[test]
 fn forked_process_clones_race_with_its_parents_in_time_order() {
-    // a stack fault of 5.4 us against a 1.9 us wake-up: alternating clones, each process whole
-    let (nodes, order) = numa01_fork(5000.0);
-    assert_eq!(order, [0, 1, 0, 1], "clones alternate: {order:?}");
+    // a 17 us pthread_create (the seed profiles' clone_ns): alternating clones, child first
+    let (nodes, order) = numa01_fork(5000.0, 17000.0);
+    assert_eq!(order, [1, 0, 1, 0], "clones alternate, the child's first: {order:?}");
     assert_ne!(nodes[0].0, nodes[1].0, "the child is forked to the other node: {nodes:?}");
     for (main_node, threads) in &nodes {
         assert!(threads.iter().all(|n| n == main_node), "each process's threads on its node: {nodes:?}");
     }
-    // a 1.4 us stack fault: the parent's two clones come first and the processes split
-    let (nodes, order) = numa01_fork(1000.0);
-    assert_eq!(order, [0, 0, 1, 1], "the parent clones both first: {order:?}");
+    // free clones and a 0.9 us fault: the child clones both first and the processes split
+    let (nodes, order) = numa01_fork(500.0, 0.0);
+    assert_eq!(order, [1, 1, 0, 0], "the child clones both first: {order:?}");
     assert!(nodes.iter().all(|(_, threads)| threads[0] != threads[1]), "both processes split: {nodes:?}");
 }
 

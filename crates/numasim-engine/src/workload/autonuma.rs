@@ -253,6 +253,7 @@ pub(crate) fn new_task(k: &mut Kernel, mm: usize, comm: &str, workload: usize, p
         sweep: SweepState::default(),
         op_start_ns: None,
         children: Vec::new(),
+        spawned_children: 0,
         parent,
         wake_at: None,
         kill_at: None,

@@ -194,22 +194,10 @@ impl Kernel {
                     self.tasks[t].pc += 1;
                 }
                 Op::Spawn => {
-                    let children = self.tasks[t].children.clone();
-                    for &c in &children {
-                        if self.tasks[c].mm != self.tasks[t].mm {
-                            // fork(2): the child's private VMAs share the parent's folios; the
-                            // parent returns first, to its stack and heap: its stores copy them
-                            // (the child, woken later, finds its own alone and reuses them)
-                            let cost = self.dup_mmap(t, c);
-                            self.charge_sys(t, cost, &mut b);
-                            self.touch_hot_pages(t, &mut b);
-                        }
-                        self.image_clone(t, c, &mut b);
-                        // the instant of this clone: the order in which concurrent parents'
-                        // children reach wake_up_new_task
-                        self.spawned.push((tick - b, c));
+                    if !self.clone_next_child(t, &mut b) {
+                        self.tasks[t].spawned_children = 0;
+                        self.tasks[t].pc += 1;
                     }
-                    self.tasks[t].pc += 1;
                 }
                 Op::SleepUntil(at) => {
                     self.tasks[t].pc += 1;

@@ -17,6 +17,9 @@
  *   spin_loss     ns a spinning thread loses per mprotect() pair
  *   acct_sys_share  the system share getrusage reports for a loop of timed user and kernel
  *                 parts, against the timed share (timed_sys_share)
+ *   clone         ns the creator spends in pthread_create of a numaw thread (its stack's mmap and
+ *                 guard mprotect, clone: copy_process, wake_up_new_task), median of 41, each
+ *                 on a fresh stack
  *   all_gibps     aggregate GiB/s of one writer per CPU, each on its own node's memory, and
  *   all_cpu_share the CPU time they were charged over their wall time
  *
@@ -541,6 +544,28 @@ static void aggregate(size_t bytes, double secs)
 	     cpu / (n * w[0].secs));
 }
 
+static void *clone_returns(void *arg) { return arg; }
+
+/* pthread_create as the workloads call it, each thread on a fresh stack (the threads are joined
+ * only after the last create: a joined thread's stack would be reused from glibc's cache); the
+ * creator's time until it returns, the median */
+static void clone_create(void)
+{
+	enum { N = 41 };
+	double ns[N];
+	pthread_t th[N];
+	for (int i = 0; i < N; i++) {
+		double t = now_s();
+		if (pthread_create(&th[i], thread_attr(), clone_returns, NULL))
+			die("calibrate: pthread_create failed");
+		ns[i] = (now_s() - t) * 1e9;
+	}
+	for (int i = 0; i < N; i++)
+		pthread_join(th[i], NULL);
+	qsort(ns, N, sizeof(ns[0]), cmp_double);
+	emit("cal clone=%.1f", ns[N / 2]);
+}
+
 int main_calibrate(int argc, char **argv)
 {
 	struct args a;
@@ -568,6 +593,7 @@ int main_calibrate(int argc, char **argv)
 	else
 		emit("cal hint_skipped=1");
 	flush_ipis(iters);
+	clone_create();
 	sys_accounting(2.0);
 	aggregate(bytes, 1.0);
 	emit("cal wall_s=%.3f", now_s() - t0);
