@@ -195,7 +195,6 @@ impl Kernel {
                 }
                 Op::Spawn => {
                     if !self.clone_next_child(t, &mut b) {
-                        self.tasks[t].spawned_children = 0;
                         self.tasks[t].pc += 1;
                     }
                 }

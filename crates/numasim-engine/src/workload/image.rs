@@ -208,10 +208,13 @@ impl Kernel {
     /// its stack and heap and copies the pages it stores to. A thread's stack top is written
     /// before its clone. The clone's instant in the tick orders `wake_up_new_task` (one that
     /// overruns the tick is placed at its end, the rest of its cost paid as a debt next tick).
-    /// Returns false when every child is cloned.
+    /// Returns false (and is ready for the next `Op::Spawn`) when every child is cloned.
     // kernel/fork.c: kernel_clone -> copy_process, wake_up_new_task; nptl/pthread_create.c
     pub fn clone_next_child(&mut self, t: usize, b: &mut f64) -> bool {
-        let Some(&c) = self.tasks[t].children.get(self.tasks[t].spawned_children) else { return false };
+        let Some(&c) = self.tasks[t].children.get(self.tasks[t].spawned_children) else {
+            self.tasks[t].spawned_children = 0;
+            return false;
+        };
         self.tasks[t].spawned_children += 1;
         let fork = self.tasks[c].mm != self.tasks[t].mm;
         let cost = self.cost.clone_ns + if fork { self.dup_mmap(t, c) } else { 0.0 };
