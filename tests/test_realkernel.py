@@ -441,3 +441,12 @@ def test_validate_refuses_bad_boot_options(extra, message):
     p = subprocess.run([sys.executable, "-m", "numasim", "validate", "remote-toucher-4k", *extra],
                        capture_output=True, text=True)
     assert p.returncode != 0 and message in p.stderr and "Traceback" not in p.stderr
+
+
+def test_hex_addresses_stay_text():
+    # "4e6000" and "3379e000" read as numbers would be 4e6000 (inf) and 3379.0; JSON could not
+    # even hold the first
+    from numasim.realkernel.console import _fields
+    f = _fields("t=2.003 start=4e6000 kib=16 vm_start=3379e000 vm_end=7F9839200000 numa_scan_offset=0")
+    assert f == {"t": 2.003, "start": "4e6000", "kib": 16, "vm_start": "3379e000", "vm_end": "7F9839200000",
+                 "numa_scan_offset": "0"}

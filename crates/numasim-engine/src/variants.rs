@@ -121,6 +121,10 @@ mechanisms! {
         Base = ("base", "", true, "", "a move by the load balancer keeps the scan period; task_numa_migrate resets it to task_scan_min when it moves the task"),
         V4_19 = ("4.19", "05cbdf4f5c19", false, "4.19", "every cross-node move resets the period to task_scan_start, unless the task has scanned and moves to or away from a non-preferred node (3f9672baaa4f, 05cbdf4f5c19)"),
     }
+    vdso_placement: VdsoPlacement ("where exec maps [vvar] and [vdso]", "arch/x86/entry/vdso/vma.c: map_vdso_randomized") {
+        Base = ("base", "", true, "", "above the main thread's stack (vdso_addr): after every other VMA"),
+        V6_9 = ("6.9", "3c6539b4c177", true, "6.9", "in the mmap region at exec: below the stack, above what the program maps later (x86/vdso: Move vDSO to mmap region)"),
+    }
     // ---- scheduler side (issue 26): placement and load balancing across nodes ----
     sd_init: SdInit ("sched domain defaults", "kernel/sched/topology.c: sd_init") {
         Base = ("base", "", true, "", "imbalance_pct 125 (task_numa_migrate's env 112), busy_factor 32"),

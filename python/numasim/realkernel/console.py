@@ -36,8 +36,12 @@ def _num(v: str):
             return v
 
 
+# Fields that hold addresses in hex without 0x ("4e6000" would read as a float): kept as text.
+HEX_FIELDS = frozenset({"start", "vm_start", "vm_end", "numa_scan_offset"})
+
+
 def _fields(rest: str) -> dict:
-    return {k: _num(v) for k, v in _KV.findall(rest)}
+    return {k: v if k in HEX_FIELDS else _num(v) for k, v in _KV.findall(rest)}
 
 
 def parse_console(text: str) -> dict:

@@ -8,6 +8,10 @@ pub const VM_READ: u32 = 0x1;
 pub const VM_WRITE: u32 = 0x2;
 pub const VM_EXEC: u32 = 0x4;
 pub const VM_SHARED: u32 = 0x8;
+/// Page-ranges managed without struct page (remap_pfn_range): the [vvar] special mapping.
+pub const VM_PFNMAP: u32 = 0x400;
+/// Memory-mapped I/O or similar: never migrated.
+pub const VM_IO: u32 = 0x4000;
 /// madvise(MADV_HUGEPAGE)
 pub const VM_HUGEPAGE: u32 = 0x2000_0000;
 /// madvise(MADV_NOHUGEPAGE)

@@ -12,7 +12,8 @@
 //! exec at the top of the mmap area, above the buffers. `none` maps nothing (unit tests).
 
 use crate::kernel::Kernel;
-use crate::mm::types::{VM_NOHUGEPAGE, VM_READ, VM_WRITE};
+use crate::mm::types::{VM_EXEC, VM_IO, VM_NOHUGEPAGE, VM_PFNMAP, VM_READ, VM_WRITE};
+use crate::variants::VdsoPlacement;
 
 /// Image VMAs are mapped with base pages only (thread stacks are MAP_STACK, VM_NOHUGEPAGE since
 /// c4608d1bf7c6; the others are too small or unaligned for a THP).
@@ -61,12 +62,15 @@ struct Layout {
     /// Thread stacks go above the buffers (numaw's 2 MiB-aligned buffers leave a hole there) or
     /// below them (top-down mmap after the buffers).
     thread_stacks_above: bool,
+    /// The last entry of `libs` is the ELF interpreter's (ld.so), which exec maps before the vDSO.
+    interp: bool,
 }
 
 // numaw in the VM (6.12, numa01 2 x 2 threads): .data 12 KiB (3 pages), .bss 2744 KiB (6),
 // [heap] 136 KiB (2), [stack] 132 KiB (5), thread stacks 256 KiB + guard (1 page, written by
 // the creating thread: the pthread struct and TLS sit at its top).
-const NUMAW: Layout = Layout { low: &[vma(12, 3), vma(2744, 6), ImageVma { kib: 136, touched: 2, shared: true }], libs: &[], stack: vma(132, 5), thread_stack_kib: 256, thread_stacks_above: true };
+const NUMAW: Layout =
+    Layout { low: &[vma(12, 3), vma(2744, 6), ImageVma { kib: 136, touched: 2, shared: true }], libs: &[], stack: vma(132, 5), thread_stack_kib: 256, thread_stacks_above: true, interp: false };
 
 // A glibc x86-64 program (a pthread test program's /proc/PID/maps on Debian bookworm, glibc
 // 2.36, plus libnuma's .data as autonuma-benchmark links it): the program's .data and [heap]
@@ -75,7 +79,7 @@ const NUMAW: Layout = Layout { low: &[vma(12, 3), vma(2744, 6), ImageVma { kib: 
 // default RLIMIT_STACK) below the buffers. Resident pages are not measured: one or two per VMA.
 // autonuma-benchmark's threads get their buffer pointer as the thread argument: no heap reads.
 const GLIBC: Layout =
-    Layout { low: &[vma(4, 1), vma(132, 2)], libs: &[vma(4, 1), vma(8, 2), vma(52, 2), vma(8, 1), vma(8, 2)], stack: vma(132, 4), thread_stack_kib: 8192, thread_stacks_above: false };
+    Layout { low: &[vma(4, 1), vma(132, 2)], libs: &[vma(4, 1), vma(8, 2), vma(52, 2), vma(8, 1), vma(8, 2)], stack: vma(132, 4), thread_stack_kib: 8192, thread_stacks_above: false, interp: true };
 
 fn layout(p: ImagePreset) -> Option<&'static Layout> {
     match p {
@@ -138,17 +142,40 @@ impl Kernel {
         if l.thread_stacks_above {
             img.free_stacks = self.map_thread_stacks(mm, l, threads);
         }
-        for v in l.libs {
+        let (libs, interp) = l.libs.split_at(l.libs.len() - usize::from(l.interp));
+        let vdso_above_stack = self.variants().vdso_placement == VdsoPlacement::Base;
+        for v in libs.iter().chain(if vdso_above_stack { interp } else { &[] }) {
             let i = self.mmap_image(mm, v.kib / 4, IMAGE_FLAGS);
             img.main_pages.push((i, v.touched));
         }
+        if !vdso_above_stack {
+            self.map_vdso(mm);
+            for v in interp {
+                let i = self.mmap_image(mm, v.kib / 4, IMAGE_FLAGS);
+                img.main_pages.push((i, v.touched));
+            }
+        }
         let i = self.mmap_image(mm, l.stack.kib / 4, IMAGE_FLAGS);
         img.main_pages.push((i, l.stack.touched));
+        if vdso_above_stack {
+            self.map_vdso(mm);
+        }
         self.images.insert(mm, img);
         // the process's first task is the exec'd program: it sets its image up first
         if let Some(main) = self.tasks.iter().position(|x| x.mm == mm && x.parent.is_none()) {
             self.tasks[main].program.insert(0, super::Op::Exec);
         }
+    }
+
+    /// exec's special mappings: [vvar] (16 KiB of kernel data, VM_IO | VM_PFNMAP: never
+    /// scanned) and [vdso] (8 KiB of code: scanned, but its pages are mapped by every process
+    /// and never made PROT_NONE, so no hint fault ever marks a task in its PID window). Since
+    /// 6.7 a VMA the PID filter refused is force-scanned, one per window, once the window has
+    /// reached the last VMA: the vDSO makes every pass one window longer.
+    // arch/x86/entry/vdso/vma.c: map_vdso (3c6539b4c177, 6.9: in the mmap region)
+    fn map_vdso(&mut self, mm: usize) {
+        self.mmap_image(mm, 4, VM_READ | VM_IO | VM_PFNMAP);
+        self.mmap_image(mm, 2, VM_READ | VM_EXEC);
     }
 
     /// `threads` stacks, each with a PROT_NONE guard page below it; returns the stack VMAs in
@@ -266,7 +293,7 @@ mod tests {
         let mut sim = kernel("6.12", "numaw", 2);
         let k = &sim.k;
         let sizes: Vec<u64> = k.mms[0].vmas.iter().map(|v| v.pt.len()).collect();
-        assert_eq!(sizes, vec![3, 686, 34, 65536, 1, 64, 1, 64, 33], "data, bss, heap, buffer, 2 x (guard, stack), [stack]");
+        assert_eq!(sizes, vec![3, 686, 34, 65536, 1, 64, 1, 64, 4, 2, 33], "data, bss, heap, buffer, 2 x (guard, stack), [vvar], [vdso], [stack]");
         assert!(!writable(k, 4) && writable(k, 5), "a guard page, then the stack");
         while sim.k.tasks.iter().filter(|t| t.runnable() && t.parent.is_some()).count() < 2 {
             sim.step().unwrap();
@@ -280,6 +307,22 @@ mod tests {
         }
         let hot: Vec<_> = k.tasks.iter().filter(|t| t.parent.is_some()).map(|t| t.hot.len()).collect();
         assert_eq!(hot, vec![2, 2], "each thread keeps its stack and the heap hot");
+    }
+
+    /// arch/x86/entry/vdso/vma.c: map_vdso — exec maps [vvar] (VM_IO | VM_PFNMAP: not
+    /// migratable, never scanned) and [vdso]; above the stack before 6.9, in the mmap region
+    /// since 3c6539b4c177 (below the stack and ld.so, above what the program maps later).
+    #[test]
+    fn vdso_above_the_stack_before_6_9_and_in_the_mmap_region_since() {
+        use crate::mm::types::{VM_IO, VM_PFNMAP};
+        let sizes = |version: &str, image: &str| -> Vec<u64> { kernel(version, image, 2).k.mms[0].vmas.iter().map(|v| v.pt.len()).collect() };
+        assert_eq!(sizes("6.1", "numaw")[8..], [33, 4, 2], "[stack], [vvar], [vdso]");
+        assert_eq!(sizes("6.9", "numaw")[8..], [4, 2, 33], "[vvar], [vdso], [stack]");
+        let glibc = sizes("6.12", "glibc");
+        assert_eq!(glibc[glibc.len() - 4..], [4, 2, 2, 33], "[vvar], [vdso], ld.so's data, [stack]");
+        let k = kernel("6.12", "numaw", 2).k;
+        assert_ne!(k.mms[0].vmas[8].flags & (VM_IO | VM_PFNMAP), 0);
+        assert!(k.mms[0].vmas[8..10].iter().all(|v| v.pt.node_totals().iter().sum::<u64>() == 0), "no page of theirs is the process's");
     }
 
     /// kernel/fork.c: kernel_clone — a creator pays for each clone (clone_ns of system time)
@@ -348,13 +391,13 @@ mod tests {
     /// PID filter, task_numa_work scans one of them and stops without finishing the pass. For a
     /// numaw process (64 MiB) whose scanning thread never touches the main thread's data, bss
     /// and stack nor the other thread's stack, 6.1 finishes a pass in one window; 6.12 takes
-    /// three: the first forces the lowest refused VMA (data), the second restarts above the
+    /// four: the first forces the lowest refused VMA (data), the second restarts above the
     /// highest VMA completed in the pass (SEQ_COMPLETED moved the offset past it) and forces
-    /// the main thread's stack, the third finds no VMA left and wraps. bss and the other
-    /// thread's stack wait for the starvation rule.
+    /// [vdso], the third the main thread's stack, the fourth finds no VMA left and wraps. bss
+    /// and the other thread's stack wait for the starvation rule.
     #[test]
     fn inactive_vmas_cost_a_window_each_from_6_7() {
-        for (version, windows_per_pass) in [("6.1", 1), ("6.12", 3)] {
+        for (version, windows_per_pass) in [("6.1", 1), ("6.12", 4)] {
             let text = SMALL.replace("image = \"none\"", "image = \"numaw\"").replace("threads = 4", "threads = 2");
             let mut sim = Simulation::new(&parse_scenario(&format!("[kernel]\nversion = \"{version}\"\n{text}")).unwrap()).unwrap();
             while sim.k.tasks.iter().filter(|t| t.runnable() && t.parent.is_some()).count() < 2 {

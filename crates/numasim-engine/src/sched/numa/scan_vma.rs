@@ -2,7 +2,7 @@
 //! state (`struct vma_numab_state`) of each release (kernel/sched/fair.c, spec §1.5-1.6).
 
 use crate::kernel::Kernel;
-use crate::mm::types::{VmaNumabState, VM_EXEC, VM_READ, VM_WRITE};
+use crate::mm::types::{VmaNumabState, VM_EXEC, VM_IO, VM_PFNMAP, VM_READ, VM_WRITE};
 use crate::variants::VmaScanRules;
 
 /// include/linux/hash.h: GOLDEN_RATIO_32
@@ -48,13 +48,16 @@ impl Kernel {
         VmaGate::Skip(why)
     }
 
-    /// The rules every release applies (spec §1.5 rules 1-6): no migrate-on-fault policy, a
-    /// read-only file mapping (shared libraries), an inaccessible (PROT_NONE) VMA.
+    /// The rules every release applies (spec §1.5 rules 1-6): not migratable (VM_IO, VM_PFNMAP:
+    /// the [vvar] page) or no migrate-on-fault policy, a read-only file mapping (shared
+    /// libraries), an inaccessible (PROT_NONE) VMA.
     // kernel/sched/fair.c: task_numa_work (vma_migratable, vma_policy_mof, ...)
     pub(super) fn vma_suitable(&mut self, t: usize, vma: usize) -> VmaGate {
         let v = &self.mms[self.tasks[t].mm].vmas[vma];
         let (shared_ro, inaccessible) = (!v.anon && v.flags & VM_READ != 0 && v.flags & VM_WRITE == 0, v.flags & (VM_READ | VM_WRITE | VM_EXEC) == 0);
-        if !self.vma_policy_mof(t, vma) {
+        // include/linux/mempolicy.h: vma_migratable
+        let migratable = v.flags & (VM_IO | VM_PFNMAP) == 0;
+        if !migratable || !self.vma_policy_mof(t, vma) {
             self.count_vma_skip(NumaVmaSkip::Unsuitable)
         } else if shared_ro {
             self.count_vma_skip(NumaVmaSkip::SharedRo)
