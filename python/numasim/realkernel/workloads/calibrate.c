@@ -22,6 +22,8 @@
  *                 on a fresh stack
  *   all_gibps     aggregate GiB/s of one writer per CPU, each on its own node's memory, and
  *   all_cpu_share the CPU time they were charged over their wall time
+ *   all_first_touch  ns per page (wall, the writers' mean) of their first pass, all at once:
+ *                 first touch under the load of a workload that keeps every CPU busy
  *
  * Sysctls it changes (numa_balancing and the scan knobs) are set back before it returns. */
 #include "nsw.h"
@@ -486,7 +488,7 @@ static void sys_accounting(double secs)
 struct writer {
 	int cpu, node;
 	size_t bytes;
-	double secs, done, cpu_s;
+	double secs, done, cpu_s, first_ns;
 };
 
 static double thread_cpu_s(void)
@@ -496,14 +498,17 @@ static double thread_cpu_s(void)
 	return ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6;
 }
 
-static pthread_barrier_t all_ready;
+static pthread_barrier_t all_start, all_ready;
 
 static void *write_loop(void *arg)
 {
 	struct writer *w = arg;
 	pin_self_cpu(w->cpu);
 	char *p = node_buffer(w->bytes, w->node);
+	pthread_barrier_wait(&all_start); /* the first touches start together */
+	double f0 = now_s();
 	write_pages(p, w->bytes);
+	w->first_ns = (now_s() - f0) * 1e9 / pages_of(w->bytes);
 	pthread_barrier_wait(&all_ready); /* every buffer faulted in: only rewrites are timed */
 	double sys, c0 = thread_cpu_s();
 	w->done = rewrite_for(p, w->bytes, w->secs, &sys);
@@ -523,21 +528,26 @@ static void aggregate(size_t bytes, double secs)
 		node_cpus(node, &set);
 		c = cpu_list(&set, list, MAX_CPUS);
 		for (int i = 0; i < c && n < MAX_CPUS; i++)
-			w[n++] = (struct writer){list[i], node, bytes, secs, 0, 0};
+			w[n++] = (struct writer){list[i], node, bytes, secs, 0, 0, 0};
 	}
+	pthread_barrier_init(&all_start, NULL, n + 1);
 	pthread_barrier_init(&all_ready, NULL, n + 1);
 	for (int i = 0; i < n; i++)
 		pthread_create(&th[i], thread_attr(), write_loop, &w[i]);
+	pthread_barrier_wait(&all_start);
 	pthread_barrier_wait(&all_ready);
 	double t0 = now_s();
-	double done = 0, cpu = 0;
+	double done = 0, cpu = 0, first = 0;
 	for (int i = 0; i < n; i++) {
 		pthread_join(th[i], NULL);
 		done += w[i].done;
 		cpu += w[i].cpu_s;
+		first += w[i].first_ns / n;
 	}
 	double dt = now_s() - t0;
+	pthread_barrier_destroy(&all_start);
 	pthread_barrier_destroy(&all_ready);
+	emit("cal all_first_touch=%.1f", first);
 	/* all_cpu_share: the CPU time the writers were charged over their wall time; 1 where
 	 * the guest counts the time the host ran other vCPUs as the tasks' runtime */
 	emit("cal all_gibps=%.4f all_writers=%d all_s=%.3f all_cpu_share=%.4f", done / dt / (1UL << 30), n, dt,
