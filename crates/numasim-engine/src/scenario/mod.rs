@@ -6,6 +6,7 @@
 mod profiles;
 pub(crate) mod raw;
 mod resolve;
+mod resolve_machine;
 
 pub use profiles::{machine_profile_names, machine_profile_toml};
 pub use resolve::parse_scenario;
