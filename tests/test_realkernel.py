@@ -450,3 +450,11 @@ def test_hex_addresses_stay_text():
     f = _fields("t=2.003 start=4e6000 kib=16 vm_start=3379e000 vm_end=7F9839200000 numa_scan_offset=0")
     assert f == {"t": 2.003, "start": "4e6000", "kib": 16, "vm_start": "3379e000", "vm_end": "7F9839200000",
                  "numa_scan_offset": "0"}
+
+
+def test_lru_batch_moves_are_kept_per_caller_cpu_and_second():
+    # `validate --trace-faults`: the kprobe on folio_batch_move_lru, counted in the guest
+    p = parse_console("@nsw lrumove comm=run cpu=3 s=11 calls=1 folios=15\n"
+                      "@nsw lrumove comm=remote_toucher cpu=1 s=4 calls=1106 folios=16573\n")
+    assert p["lrumove"] == [{"comm": "run", "cpu": 3, "s": 11, "calls": 1, "folios": 15},
+                            {"comm": "remote_toucher", "cpu": 1, "s": 4, "calls": 1106, "folios": 16573}]

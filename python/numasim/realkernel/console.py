@@ -52,13 +52,13 @@ def parse_console(text: str) -> dict:
     "mem": [(t, w, pid, [pages per node])], "starts": {w: {...}}, "exits": {w: {...}},
     "calls": [...], "workload_lines": [...], "errors": [...], "warnings": [...],
     "tasks": [{t, w, pid, tid, cpu, node, pref, grp, seq, ...}], "trace": [{ts, event, ...}],
-    "skipvma": {reason: n}, "vmas": [{t, w, pid, start, kib, perm, name, n0, n1, ...}],
+    "skipvma": {reason: n}, "lrumove": [{comm, cpu, s, calls, folios}], "vmas": [{t, w, pid, start, kib, perm, name, n0, n1, ...}],
     "timeout": {...} | None, "end": {...} | None, "panic": str | None, "done": {...} | None}."""
     out = {"boot": {}, "clock": None, "begin": None, "settings": {}, "vmstat_begin": None, "vmstat_end": None,
            "samples": [], "irq": [], "mem": [], "starts": {}, "exits": {}, "calls": [],
            "workload_lines": [], "errors": [], "warnings": [], "timeout": None, "end": None,
            "panic": None, "done": None, "skipped": 0, "tasks": [], "trace": [], "skipvma": {}, "vmas": [],
-           "tracecount": {}, "calibration": {}, "tiers": {}, "demotion": {}, "nodefree": [], "pcp": {}, "place": [], "reserve": []}
+           "tracecount": {}, "lrumove": [], "calibration": {}, "tiers": {}, "demotion": {}, "nodefree": [], "pcp": {}, "place": [], "reserve": []}
     for raw in text.splitlines():
         line = raw.rstrip("\r")
         if out["panic"] is None and ("Kernel panic" in line or "BUG: kernel NULL" in line):
@@ -154,6 +154,8 @@ def parse_console(text: str) -> dict:
             out["tracecount"][str(f.get("event"))] = int(f.get("n", 0))
         elif tag == "skipvma":
             out["skipvma"][str(f.get("reason"))] = int(f.get("n", 0))
+        elif tag == "lrumove":
+            out["lrumove"].append({k: f.get(k) for k in ("comm", "cpu", "s", "calls", "folios")})
         elif tag == "start":
             out["starts"][int(f["w"])] = f
         elif tag == "exit":
@@ -376,6 +378,7 @@ def build_result(p: dict, scenario: dict, source: dict, seed=None) -> Result:
         "skip_vma": p.get("skipvma", {}),
         "vmas": p.get("vmas", []),
         "trace_counts": p.get("tracecount", {}),
+        "lru_moves": p.get("lrumove", []),
         "interrupts": interrupts,
         "processes": processes,
         "syscalls": p["calls"],

@@ -124,6 +124,14 @@ if [ -d $T/events/sched ]; then
         else
             echo "@nsw warn missing=kprobe_numa_fault_all"
         fi
+        # who moves the per-CPU LRU add batches to the LRU, and how full they were (a folio
+        # waiting there cannot be isolated for migration): counted per caller and CPU
+        if echo 'p:lru_move folio_batch_move_lru nr=+0(%di):u8' >> $T/kprobe_events 2>/dev/null; then
+            echo 'nr > 0' > $T/events/kprobes/lru_move/filter
+            echo 1 > $T/events/kprobes/lru_move/enable
+        else
+            echo "@nsw warn missing=kprobe_folio_batch_move_lru"
+        fi
         if echo 'p:numa_work task_numa_work w52=-52(%di):s32 w48=-48(%di):s32 w44=-44(%di):s32 w40=-40(%di):s32 w36=-36(%di):s32' >> $T/kprobe_events 2>/dev/null &&
            echo 'r:numa_work_end task_numa_work' >> $T/kprobe_events 2>/dev/null; then
             echo 1 > $T/events/kprobes/numa_work/enable
@@ -179,6 +187,14 @@ if [ -d $T/events/sched ]; then
              rest = substr($0, RSTART + RLENGTH); sub(/^\([^)]*\) */, "", rest)
              task = $1; sub(/.*-/, "", task)
              if (ev == "skip_vma_numa") { r = rest; sub(/.*reason=/, "", r); sub(/ .*/, "", r); skip[r]++ }
+             if (ev == "lru_move") {
+                 comm = $1; sub(/-[0-9]+$/, "", comm)
+                 cpu = $2; gsub(/[^0-9]/, "", cpu)
+                 nr = rest; sub(/.*nr=/, "", nr); sub(/ .*/, "", nr)
+                 lk = comm " " (cpu + 0) " " int(ts)
+                 lru[lk]++; lrun[lk] += nr; cnt[ev]++
+                 next
+             }
              if (ev == "numa_fault_all") {
                  split(rest, kv, " "); lc = -1; fl = 0; np = 1
                  for (i in kv) { split(kv[i], q, "=")
@@ -194,6 +210,8 @@ if [ -d $T/events/sched ]; then
              n++; if (n > 6000) next
              print "@nsw trace ts=" ts " task=" task " event=" ev " " rest }
          END { for (r in skip) print "@nsw skipvma reason=" r " n=" skip[r]
+               for (k in lru) { split(k, a, " ")
+                   print "@nsw lrumove comm=" a[1] " cpu=" a[2] " s=" a[3] " calls=" lru[k] " folios=" lrun[k] }
                for (k in agg) { split(k, a, " ")
                    print "@nsw faultagg task=" a[1] " ts=" a[2] / 100 " local=" a[3] " last=" a[4] " migrated=" a[5] " failed=" a[6] " n=" agg[k] }
                for (e in cnt) print "@nsw tracecount event=" e " n=" cnt[e]
