@@ -142,22 +142,23 @@ impl Kernel {
         if l.thread_stacks_above {
             img.free_stacks = self.map_thread_stacks(mm, l, threads);
         }
+        // in address order: the libraries ld.so maps, [vdso] (6.9+), ld.so, [stack], [vdso] (before)
         let (libs, interp) = l.libs.split_at(l.libs.len() - usize::from(l.interp));
-        let vdso_above_stack = self.variants().vdso_placement == VdsoPlacement::Base;
-        for v in libs.iter().chain(if vdso_above_stack { interp } else { &[] }) {
+        let vdso_in_mmap = self.variants().vdso_placement >= VdsoPlacement::V6_9;
+        for v in libs {
             let i = self.mmap_image(mm, v.kib / 4, IMAGE_FLAGS);
             img.main_pages.push((i, v.touched));
         }
-        if !vdso_above_stack {
+        if vdso_in_mmap {
             self.map_vdso(mm);
-            for v in interp {
-                let i = self.mmap_image(mm, v.kib / 4, IMAGE_FLAGS);
-                img.main_pages.push((i, v.touched));
-            }
+        }
+        for v in interp {
+            let i = self.mmap_image(mm, v.kib / 4, IMAGE_FLAGS);
+            img.main_pages.push((i, v.touched));
         }
         let i = self.mmap_image(mm, l.stack.kib / 4, IMAGE_FLAGS);
         img.main_pages.push((i, l.stack.touched));
-        if vdso_above_stack {
+        if !vdso_in_mmap {
             self.map_vdso(mm);
         }
         self.images.insert(mm, img);
