@@ -251,7 +251,8 @@ def register(subparsers, command) -> None:
     sp.add_argument("--trace-faults", action="store_true",
                     help="trace every NUMA hint fault in the VM (kprobe on task_numa_fault: vm.json "
                          "fault_kinds, per thread, 100 ms and kind) and each task_numa_work call with the "
-                         "scanning thread's scan period (numa_events `numa_work`); slows hint faults")
+                         "scanning thread's scan period (numa_events `numa_work`), and who moves the per-CPU "
+                         "LRU add batches (kprobe on folio_batch_move_lru: vm.json lru_moves); slows hint faults")
     sp.add_argument("--json", action="store_true", help="print the comparison as JSON")
     sp.add_argument("--strict", action="store_true",
                     help="exit 1 when a checked metric is outside ±25%% (with several boots: in a majority of them)")
