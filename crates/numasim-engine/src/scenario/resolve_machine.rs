@@ -31,6 +31,23 @@ fn check_sources(source: Option<&BTreeMap<String, String>>, p: &mut Problems) {
     }
 }
 
+/// `machine.KEY`, one value per node (or one for all): missing, or a list of the wrong
+/// length, is a problem.
+fn per_node<T: Clone>(raw: Option<&PerNode<T>>, nodes: usize, key: &str, what: &str, p: &mut Problems) -> Option<Vec<T>> {
+    let loc = format!("machine.{key}");
+    match raw.map(|c| c.expand(nodes)) {
+        None => {
+            p.push(ScenarioProblem::new(loc, "invalid_value", "missing"));
+            None
+        }
+        Some(None) => {
+            p.push(ScenarioProblem::new(loc, "impossible_topology", format!("needs one {what} per node ({nodes} nodes)")));
+            None
+        }
+        Some(v) => v,
+    }
+}
+
 pub(super) fn resolve_machine(raw: Option<RawMachine>, p: &mut Problems) -> Option<Machine> {
     let Some(m) = raw else {
         p.push(ScenarioProblem::new("machine", "invalid_value", "missing [machine]"));
@@ -58,16 +75,9 @@ pub(super) fn resolve_machine(raw: Option<RawMachine>, p: &mut Problems) -> Opti
     if !(1..=8).contains(&smt) {
         bad(p, "machine.smt", format!("SMT threads per core must be 1..=8, got {smt}"));
     }
-    let cpus = match m.cpus_per_node.as_ref().map(|c| c.expand(nodes)) {
-        None => {
-            p.push(ScenarioProblem::new("machine.cpus_per_node", "invalid_value", "missing"));
-            None
-        }
-        Some(None) => {
-            bad(p, "machine.cpus_per_node", format!("needs one CPU count per node ({nodes} nodes)"));
-            None
-        }
-        Some(Some(v)) => {
+    let cpus = match per_node(m.cpus_per_node.as_ref(), nodes, "cpus_per_node", "CPU count", p) {
+        None => None,
+        Some(v) => {
             for (n, &c) in v.iter().enumerate() {
                 if c < 0 {
                     bad(p, "machine.cpus_per_node", format!("node {n}: {c} CPUs"));
@@ -84,16 +94,9 @@ pub(super) fn resolve_machine(raw: Option<RawMachine>, p: &mut Problems) -> Opti
         }
     };
     let memory_type = resolve_memory_type(m.memory_type.as_ref(), nodes, cpus.as_deref(), p);
-    let mem = match m.memory_gib_per_node.as_ref().map(|c| c.expand(nodes)) {
-        None => {
-            p.push(ScenarioProblem::new("machine.memory_gib_per_node", "invalid_value", "missing"));
-            None
-        }
-        Some(None) => {
-            bad(p, "machine.memory_gib_per_node", format!("needs one size per node ({nodes} nodes)"));
-            None
-        }
-        Some(Some(v)) => {
+    let mem = match per_node(m.memory_gib_per_node.as_ref(), nodes, "memory_gib_per_node", "size", p) {
+        None => None,
+        Some(v) => {
             for (n, &g) in v.iter().enumerate() {
                 if !(g > 0.0 && g <= 65536.0) {
                     bad(p, "machine.memory_gib_per_node", format!("node {n}: {g} GiB is not in (0, 65536]"));
