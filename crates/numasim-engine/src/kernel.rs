@@ -106,6 +106,8 @@ pub struct Kernel {
     pub sched_domains: crate::sched::domain::SchedDomains,
     /// Per CPU and NUMA level (index into topo.numa_distances), its NUMA domain's balancing state.
     pub numa_sd: Vec<Vec<crate::sched::balance::SdState>>,
+    /// Per CPU, its MC domain's balancing state (sched/balance_mc.rs).
+    pub mc_sd: Vec<crate::sched::balance::SdState>,
     /// Per task, se->exec_start: when it last stopped running, ns.
     pub exec_start: Vec<u64>,
     /// Per-order anon_fault_alloc / anon_fault_fallback (hugepages-<size>kB/stats).
@@ -222,6 +224,7 @@ impl Kernel {
             sched_rng: crate::sim::rng::Rng::new(s.seed, RNG_SCHED),
             sched_domains: crate::sched::domain::SchedDomains::build(&s.machine.topology, &s.kernel.variants),
             numa_sd: vec![vec![Default::default(); s.machine.topology.numa_distances.len()]; s.machine.topology.nr_cpus()],
+            mc_sd: vec![Default::default(); s.machine.topology.nr_cpus()],
             exec_start: Vec::new(),
             mthp_stats: [[0; 2]; 10],
             folio_migrations: Default::default(),

@@ -99,6 +99,39 @@ impl LbEnv {
         }
     }
 
+    /// The environment of a busy CPU's balance at the MC level (its node's CPUs): what
+    /// can_migrate_task reads (balance_mc.rs).
+    pub(super) fn for_mc(k: &Kernel, dst_cpu: usize, src_cpu: usize, nr_balance_failed: u32) -> Self {
+        let node = k.cpu_node(dst_cpu);
+        let dom = NumaDomain {
+            level: 0,
+            distance: k.topo.node_distance(node, node),
+            span: crate::topology::node_bit(node),
+            weight: k.topo.node_cpus[node].len(),
+            groups: vec![crate::topology::node_bit(node)],
+            imb_numa_nr: 0,
+            fork_exec: true,
+            prefer_sibling: false,
+        };
+        let params = k.sd_params(Level::Mc);
+        LbEnv {
+            dom,
+            dst_cpu,
+            src_cpu,
+            idle: CpuIdle::NotIdle,
+            imbalance: 0,
+            migration_type: MigrationType::Load,
+            fbq_type: FbqType::All,
+            active_lb: false,
+            all_pinned: false,
+            cpus: Vec::new(),
+            nr_balance_failed,
+            cache_nice_tries: params.cache_nice_tries,
+            imbalance_pct: params.imbalance_pct,
+            now: k.now + k.tick_ns,
+        }
+    }
+
     /// A task that may run on dst_cpu was found: clear LBF_ALL_PINNED.
     pub fn set_some_allowed(&mut self) {
         self.all_pinned = false;
@@ -113,9 +146,9 @@ impl Kernel {
     /// get_sd_balance_interval in ns: balance_interval, times busy_factor on a busy CPU (one
     /// jiffy less), within 1 jiffy .. max_load_balance_interval (HZ * CPUs / 10).
     // kernel/sched/fair.c: get_sd_balance_interval
-    fn sd_balance_interval(&self, balance_interval_ms: u64, level: usize, busy: bool) -> u64 {
+    pub(super) fn sd_balance_interval(&self, balance_interval_ms: u64, level: Level, busy: bool) -> u64 {
         let hz = self.cfg.hz as u64;
-        let ms = if busy { balance_interval_ms * self.sd_params(Level::Numa(level)).busy_factor } else { balance_interval_ms };
+        let ms = if busy { balance_interval_ms * self.sd_params(level).busy_factor } else { balance_interval_ms };
         let mut jiffies = (ms * hz).div_ceil(1000);
         if busy {
             jiffies = jiffies.saturating_sub(1);
@@ -125,7 +158,7 @@ impl Kernel {
 
     #[cfg(test)]
     pub fn sd_balance_interval_for_test(&self, ms: u64, level: usize, busy: bool) -> u64 {
-        self.sd_balance_interval(ms, level, busy)
+        self.sd_balance_interval(ms, Level::Numa(level), busy)
     }
 
     /// The periodic balance of every CPU's NUMA domains that is due this tick: the CPU
@@ -146,7 +179,7 @@ impl Kernel {
                     self.numa_sd[cpu][level].balance_interval = weight; // sd->min_interval
                 }
                 let st = self.numa_sd[cpu][level];
-                if now < st.last_balance + self.sd_balance_interval(st.balance_interval, level, !idle) {
+                if now < st.last_balance + self.sd_balance_interval(st.balance_interval, Level::Numa(level), !idle) {
                     continue;
                 }
                 let balancer = {

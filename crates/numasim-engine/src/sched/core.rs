@@ -4,13 +4,16 @@
 //! One running task per CPU, round-robin time-sharing per tick when oversubscribed; fork and
 //! exec placement through the sched domains and wake-ups (select.rs); NUMA-level load
 //! balancing, periodic and newly idle (balance.rs); inside a node, idle CPUs pull queued tasks,
-//! queued tasks spread over the node's CPUs and SMT siblings spread over idle cores;
+//! queued tasks spread over the node's CPUs and SMT siblings spread over idle cores, and a busy
+//! CPU's periodic MC balance lets tasks take turns where they do not divide evenly
+//! (balance_mc.rs);
 //! DELAY_DEQUEUE (6.12): a task that blocks while sharing its CPU stays queued until the end
 //! of the next tick (when the tasks that waited have caught up its lag), and a wake-up before
 //! that just requeues it there.
 //! ## Not modelled
-//! PELT load, cgroups, priorities, wake_affine, the MC-level load balancer's own rules (the
-//! in-node pulls above stand for it).
+//! PELT load, cgroups, priorities, wake_affine; of the MC-level load balancer, only the busy
+//! CPU's migrate_load case follows the kernel's rules (the in-node pulls above stand for the
+//! rest).
 
 use crate::kernel::Kernel;
 use crate::sched::select::SdFlag;
@@ -243,7 +246,9 @@ impl Kernel {
             }
         }
         self.expire_delayed();
-        // SCHED_SOFTIRQ before the reschedule: the running tasks are still on their CPUs
+        // SCHED_SOFTIRQ before the reschedule: the running tasks are still on their CPUs;
+        // each CPU's domains lowest first
+        self.rebalance_mc_domains();
         self.rebalance_numa_domains();
         for cpu in 0..self.cpus.len() {
             if self.cpus[cpu].rq.len() > 1 {

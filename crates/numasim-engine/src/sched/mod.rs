@@ -2,6 +2,7 @@
 
 pub mod balance;
 pub mod balance_locality;
+pub mod balance_mc;
 pub mod core;
 pub mod domain;
 pub mod numa;
