@@ -72,3 +72,32 @@ def test_pages_migrated_by_the_threads_of_each_node():
     assert pacing.migrated_by_thread_node(r) == {0: 7, 1: 32}
     m = pacing.metrics(r)
     assert (m["numa_pages_migrated_by_node0_threads"], m["numa_pages_migrated_by_node1_threads"]) == (7, 32)
+
+
+def test_one_process_worker_placement_and_its_cross_node_moves():
+    # one process (pid 10), three workers; worker 12 is moved to node 1 at 4.2 s (a
+    # sched_migrate_task across nodes), 11 moves inside node 0 (not counted), main thread left out
+    rows = [(1.0, 11, 10, 0), (1.0, 12, 10, 0), (1.0, 13, 10, 0), (1.0, 10, 10, 0), (4.5, 12, 10, 1)]
+    r = result(tasks=rows)
+    r.raw["numa_events"] = [{"event": "migrate_task", "pid": 11, "src_nid": 0, "dst_nid": 0, "t": 0.5},
+                            {"event": "migrate_task", "pid": 12, "src_nid": 0, "dst_nid": 1, "t": 4.2},
+                            {"event": "migrate_task", "pid": 10, "src_nid": 0, "dst_nid": 1, "t": 6.0}]
+    m = pacing.metrics(r)
+    assert m["placement_workers_final"] == "0:2 1:1"
+    assert (m["cross_node_moves"], m["first_cross_node_move_s"]) == (1, 4.2)
+    assert "placement_final" not in m  # the two-process placement kinds need two processes
+
+
+def test_worker_placement_is_checked_only_where_a_worker_changed_node():
+    from numasim.realkernel import compare
+
+    def run(moved_to):
+        rows = [(1.0, 11, 10, 0), (1.0, 12, 10, 0), (1.0, 13, 10, 0), (4.5, 12, 10, moved_to)]
+        r = result(tasks=rows)
+        r.raw["numa_events"] = [{"event": "migrate_task", "pid": 12, "src_nid": 0, "dst_nid": 1, "t": 4.2}] if moved_to else []
+        return r
+
+    rows = {x["metric"]: x for x in compare.compare(run(0), run(1))["rows"]}
+    assert rows["placement_workers_final"]["checked"] and rows["placement_workers_final"]["ok"] is False
+    pinned = {x["metric"]: x for x in compare.compare(run(0), run(0))["rows"]}
+    assert not pinned["placement_workers_final"]["checked"]  # affinity decided it, not the scheduler

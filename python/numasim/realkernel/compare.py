@@ -145,6 +145,10 @@ def compare(sim, vm, timed: bool = False) -> dict:
     v.update(pacing.metrics(vm, horizon))
     rows = []
     checked = checked_metrics(v) + (list(TIMES) if timed else [])
+    # a single process's worker placement, where the scheduler moved a worker across nodes in
+    # either run (with none moved, the threads' affinity decided it)
+    if "placement_workers_final" in v and (s.get("cross_node_moves") or v.get("cross_node_moves")):
+        checked.append("placement_workers_final")
     for k in v:
         sv, vv = s.get(k), v.get(k)
         num = lambda x: isinstance(x, (int, float)) and not isinstance(x, bool)  # noqa: E731

@@ -100,6 +100,32 @@ def placement(result, min_procs: int = 2) -> dict:
     return {"initial": initial, "final": final, "separated_s": since}
 
 
+def workers_per_node(snap: dict) -> str:
+    """How many worker threads run on each node, in node order: "0:2 1:1"."""
+    count = defaultdict(int)
+    for v in snap.values():
+        for n in v:
+            count[n] += 1
+    return " ".join(f"{n}:{count[n]}" for n in sorted(count))
+
+
+def cross_node_moves(result) -> list:
+    """Times (s) of the worker threads' cross-node moves by the scheduler (sched_migrate_task,
+    the load balancer's and NUMA balancing's alike; wake-up placement of a new thread is not
+    one)."""
+    ts = (result.raw.get("series") or {}).get("tasks") or {}
+    tgid_of = {int(t): int(p) for t, p in zip(ts.get("tid", []), ts.get("pid", []))}
+    out = []
+    for e in result.raw.get("numa_events") or []:
+        if e.get("event") != "migrate_task" or e.get("src_nid") == e.get("dst_nid"):
+            continue
+        tid = e.get("pid")
+        if tid is None or tid == e.get("tgid", tgid_of.get(tid)):
+            continue  # a main thread
+        out.append(float(e["t"]))
+    return sorted(out)
+
+
 def fork_nodes(result) -> dict:
     """{pid: (node each worker thread started on, in tid order)} from the sched_wakeup_new events
     (the kernel's fork and clone placement); a real kernel's events name the thread only, its
@@ -187,6 +213,13 @@ def metrics(result, horizon_s: float | None = None) -> dict:
         m["placement_initial"] = p["initial"]
         m["placement_final"] = p["final"]
         m["separated_s"] = p["separated_s"]
+    else:  # one process: where its threads ended, and when the scheduler moved them across
+        tl = worker_nodes(result)
+        if tl and sum(len(v) for v in tl[-1][1].values()) >= 2:
+            m["placement_workers_final"] = workers_per_node(tl[-1][1])
+            moves = cross_node_moves(result)
+            m["cross_node_moves"] = len(moves)
+            m["first_cross_node_move_s"] = moves[0] if moves else None
     for n, share in memory_share_end(result, horizon_s).items():
         m[f"memory_share_node{n}_end"] = share
     by_node = migrated_by_thread_node(result)
