@@ -212,3 +212,23 @@ def test_clear_page_comes_from_the_first_touches_under_load_where_measured():
     assert "4 first touches at once" in how["clear_page_ns"]
     # without it (older numaw), the lone thread's first touch
     assert cal.costs(FIGURES, 2)[0]["clear_page_ns"] == pytest.approx(61220.2 - page_ns(0.2836) - 4038.9, abs=0.1)
+
+
+def test_the_ticks_own_kernel_work_is_reported_as_system_time():
+    # numaw calibrate's spinners, one per CPU with NUMA balancing off, do no kernel work of
+    # their own: the system share of their CPU time is their CPU's tick and softirqs
+    # (spin_sys_share); boots without it keep 0
+    assert cal.tick_sys_share({**FIGURES, "spin_sys_share": 0.0513}) == 0.0513
+    assert cal.tick_sys_share(FIGURES) is None
+    d = cal.apply(scenario_dict("overloaded-node-4k", "6.12"), {**FIGURES, "spin_sys_share": 0.05})
+    assert numasim.resolve(to_toml(d))["machine"]["tick_sys_share"] == 0.05
+    plain = cal.apply(scenario_dict("overloaded-node-4k", "6.12"), FIGURES)
+    a, b = numasim.run(to_toml(plain)), numasim.run(to_toml(d))
+    # the same run (the share is inside the measured costs), its user time's share reported
+    # as system: system grows by 5% of the user time, the sum stays
+    assert a.counters == b.counters and a.elapsed_s == b.elapsed_s
+    assert b.times["system_s"] == pytest.approx(a.times["system_s"] + 0.05 * a.times["user_s"], rel=1e-6)
+    assert b.times["user_s"] + b.times["system_s"] == pytest.approx(a.times["user_s"] + a.times["system_s"], rel=1e-9)
+    for bad in (1.0, -0.1):
+        with pytest.raises(numasim.ScenarioError, match="tick_sys_share"):
+            numasim.resolve(to_toml({**d, "machine": {**d["machine"], "tick_sys_share": bad}}))

@@ -35,6 +35,8 @@ def _machine(m: dict) -> dict:
     if m.get("host_cores") is not None:
         out["host_cores"] = m["host_cores"]
         out["steal_in_runtime"] = m.get("steal_in_runtime", 1.0)
+    if m.get("tick_sys_share"):
+        out["tick_sys_share"] = m["tick_sys_share"]
     out["cost"] = dict(m["cost"])
     return out
 

@@ -158,6 +158,8 @@ pub struct Kernel {
     pub asleep: Vec<(usize, f64, f64)>,
     /// `machine.steal_in_runtime`: the share of stolen time the guest counts as runtime.
     pub steal_in_runtime: f64,
+    /// `machine.tick_sys_share`: the share of user-mode time that is the tick's kernel work.
+    pub tick_sys_share: f64,
     /// Memory tiers and demotion targets (mm/memory_tiers.rs).
     pub tiers: crate::mm::memory_tiers::NodeTiers,
     /// Some node can demote (demotion_enabled and a target): the nodes keep LRU lists.
@@ -235,6 +237,7 @@ impl Kernel {
             fork_inherits: Default::default(),
             host_cores: s.machine.host_cores,
             steal_in_runtime: s.machine.steal_in_runtime,
+            tick_sys_share: s.machine.tick_sys_share,
             host_steal_ns: 0.0,
             il: None,
             interleave_max: s.run.interleave_max_threads,

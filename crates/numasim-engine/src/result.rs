@@ -430,13 +430,18 @@ impl RunResult {
 /// cputime_adjust). In a TCG guest (`machine.host_cores`) there is no steal clock, so the
 /// runtime holds the time the host ran other vCPUs (the `machine.steal_in_runtime` share of
 /// it), shared out in the same proportion; on bare metal the engine's own user and system
-/// time are the runtime.
+/// time are the runtime. Of the time the engine counts as user, the `machine.tick_sys_share`
+/// is the kernel work of the CPU's own timer tick and the softirqs it raises
+/// (kernel/time/tick-sched.c: tick_sched_timer -> update_process_times): a tick that samples
+/// it counts system time.
 fn cputime_adjust(k: &crate::kernel::Kernel, t: &crate::sched::task::Task) -> (f64, f64) {
+    let (user, sys) = (t.user_ns, t.sys_ns);
+    let (user, sys) = if k.tick_sys_share > 0.0 { (user * (1.0 - k.tick_sys_share), sys + user * k.tick_sys_share) } else { (user, sys) };
     let own = t.user_ns + t.sys_ns;
     let rtime = t.sum_exec_runtime as f64;
     if k.host_cores.is_none() || own <= 0.0 || rtime <= own {
-        return (t.user_ns, t.sys_ns);
+        return (user, sys);
     }
     let scale = (own + k.steal_in_runtime * (rtime - own)) / own;
-    (t.user_ns * scale, t.sys_ns * scale)
+    (user * scale, sys * scale)
 }

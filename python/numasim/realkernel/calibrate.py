@@ -21,6 +21,9 @@ constants of `[machine.cost]` (cost.rs), each one from the mechanism it stands f
     host_cores           all CPUs writing at once against one: the host cores the vCPUs share
     steal_in_runtime     the CPU time those writers were charged over their wall time: how much
                          of the host's time for other vCPUs the guest counts as runtime
+    tick_sys_share       one thread per CPU spinning in registers with NUMA balancing off: the
+                         share of their CPU time charged as system, a busy CPU's own tick and
+                         the softirqs it raises (spin_sys_share)
 
 What it cannot measure keeps the scenario's (or the profile's) value and is listed as such.
 """
@@ -155,6 +158,16 @@ def steal_in_runtime(cal: dict) -> float | None:
     return round(min(max((float(share) * n - hc) / (n - hc), 0.0), 1.0), 3)
 
 
+def tick_sys_share(cal: dict) -> float | None:
+    """The system share of spinning threads' CPU time, one per CPU, with NUMA balancing off:
+    what a busy CPU's timer tick and the softirqs it raises take, as the guest accounts it
+    (numaw calibrate's `spin_sys_share`; boots before 2026-11-28 do not have it)."""
+    share = cal.get("spin_sys_share")
+    if share is None:
+        return None
+    return round(max(float(share), 0.0), 4)
+
+
 def cost_overrides(cal: dict, nodes: int) -> list:
     """`--set machine.cost.KEY=VALUE` pairs (and machine.host_cores, steal_in_runtime)."""
     values, _, _ = costs(cal, nodes)
@@ -165,6 +178,9 @@ def cost_overrides(cal: dict, nodes: int) -> list:
         sir = steal_in_runtime(cal)
         if sir is not None:
             sets.append(("machine.steal_in_runtime", sir))
+    tss = tick_sys_share(cal)
+    if tss is not None:
+        sets.append(("machine.tick_sys_share", tss))
     return sets
 
 
@@ -211,6 +227,9 @@ def profile_toml(name: str, resolved: dict, cal: dict, info: dict) -> str:
     if hc and sir is not None:
         lines += [f"# measured: the writers were charged {cal.get('all_cpu_share')} of their wall time as CPU",
                   f"steal_in_runtime = {sir}"]
+    tss = tick_sys_share(cal)
+    if tss is not None:
+        lines += ["# measured: the system share of one spinning thread per CPU", f"tick_sys_share = {tss}"]
     lines += ["", "[cost]"]
     for key in base:
         if key in values:
@@ -223,6 +242,8 @@ def profile_toml(name: str, resolved: dict, cal: dict, info: dict) -> str:
         lines.append('host_cores = "measured: all vCPUs\' store rate over one vCPU\'s (numaw calibrate)"')
     if hc and sir is not None:
         lines.append('steal_in_runtime = "measured: the writers\' CPU time over their wall time (numaw calibrate)"')
+    if tss is not None:
+        lines.append('tick_sys_share = "measured: the system share of spinning threads, one per CPU (numaw calibrate)"')
     for key in base:
         kind = f"measured: numaw calibrate, {info.get('kernel')}" if key in values else \
             "assumed: the validation scenario's hand-set VM cost (not measured by numaw calibrate)"

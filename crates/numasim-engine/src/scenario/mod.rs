@@ -45,6 +45,10 @@ pub struct Machine {
     /// clock is held to the tick (kernel/sched/clock.c, an unstable TSC). Measured by
     /// `numasim calibrate`; 1 by default.
     pub steal_in_runtime: f64,
+    /// The share of a busy CPU's time that its own kernel work takes (the timer tick and the
+    /// softirqs it raises): inside the measured per-page costs, so it takes no time of its own
+    /// in the model, and reported as system time. 0 by default (not reported).
+    pub tick_sys_share: f64,
     /// Per node, who onlined its memory (mm/memory_tiers.rs); all DRAM by default.
     #[serde(skip_serializing_if = "crate::mm::memory_tiers::all_dram")]
     pub memory_type: Vec<crate::mm::memory_tiers::MemoryType>,

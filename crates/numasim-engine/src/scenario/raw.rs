@@ -49,6 +49,7 @@ pub struct RawMachine {
     pub fragmentation: Option<f64>,
     pub host_cores: Option<f64>,
     pub steal_in_runtime: Option<f64>,
+    pub tick_sys_share: Option<f64>,
     pub cost: Option<CostProfile>,
     /// Where each constant comes from ("spec: ...", "measured: ...", "derived: EXPERIMENT
     /// ...", "assumed: ..."): documentation, checked but not used by the simulation.

@@ -14,7 +14,7 @@ type Problems = Vec<ScenarioProblem>;
 /// The kinds of `[machine.source]` (issue 28): a datasheet or stated fact, a measurement, a
 /// fit to a named experiment's own runs (its figures are then in-sample), an estimate.
 pub const SOURCE_KINDS: [&str; 4] = ["spec", "measured", "derived", "assumed"];
-const SOURCE_TOP_KEYS: [&str; 10] = ["nodes", "cpus_per_node", "smt", "memory_gib_per_node", "memory_type", "hmat", "distances", "fragmentation", "host_cores", "steal_in_runtime"];
+const SOURCE_TOP_KEYS: [&str; 11] = ["nodes", "cpus_per_node", "smt", "memory_gib_per_node", "memory_type", "hmat", "distances", "fragmentation", "host_cores", "steal_in_runtime", "tick_sys_share"];
 
 /// `[machine.source]`: every key a machine or cost constant, every value "KIND: citation".
 fn check_sources(source: Option<&BTreeMap<String, String>>, p: &mut Problems) {
@@ -157,6 +157,10 @@ pub(super) fn resolve_machine(raw: Option<RawMachine>, p: &mut Problems) -> Opti
     } else if m.steal_in_runtime.is_some() && host_cores.is_none() {
         p.push(ScenarioProblem::new("machine.steal_in_runtime", "invalid_value", "only for a VM: give machine.host_cores too"));
     }
+    let tick_sys_share = m.tick_sys_share.unwrap_or(0.0);
+    if !(0.0..1.0).contains(&tick_sys_share) {
+        p.push(ScenarioProblem::new("machine.tick_sys_share", "invalid_value", format!("a share in [0, 1), got {tick_sys_share}")));
+    }
     Some(Machine {
         name: m.name.or(m.profile).unwrap_or_else(|| "custom".into()),
         description: m.description.unwrap_or_default(),
@@ -164,6 +168,7 @@ pub(super) fn resolve_machine(raw: Option<RawMachine>, p: &mut Problems) -> Opti
         fragmentation,
         host_cores,
         steal_in_runtime,
+        tick_sys_share,
         memory_type,
         hmat: m.hmat.unwrap_or(false),
         cost: cost?,

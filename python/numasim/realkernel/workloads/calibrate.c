@@ -22,6 +22,13 @@
  *                 on a fresh stack
  *   all_gibps     aggregate GiB/s of one writer per CPU, each on its own node's memory, and
  *   all_cpu_share the CPU time they were charged over their wall time
+ *   clock_ns      ns of one clock_gettime(CLOCK_MONOTONIC), as the workloads read the clock,
+ *   clock_sys_share and the share of it charged as system time (a system call without a vDSO
+ *                 clock, as with HPET); not a cost the engine takes: the workloads read the
+ *                 clock once per 256 pages
+ *   spin_sys_share  the share of a busy CPU's time charged as system time while one thread
+ *                 per CPU spins in registers with NUMA balancing off: no kernel work of their
+ *                 own, so what the CPU's timer tick and the softirqs it raises take
  *   all_first_touch  ns per page (wall, the writers' mean) of their first pass, all at once:
  *                 first touch under the load of a workload that keeps every CPU busy
  *
@@ -554,6 +561,86 @@ static void aggregate(size_t bytes, double secs)
 	     cpu / (n * w[0].secs));
 }
 
+/* ---- a busy CPU's own kernel work ---- */
+
+struct ticker {
+	int cpu;
+	double secs, user_s, sys_s;
+};
+
+static pthread_barrier_t tick_start;
+
+static void *tick_loop(void *arg)
+{
+	struct ticker *s = arg;
+	pin_self_cpu(s->cpu);
+	pthread_barrier_wait(&tick_start);
+	struct rusage r0, r1;
+	getrusage(RUSAGE_THREAD, &r0);
+	double t0 = now_s();
+	volatile unsigned long x = 1;
+	/* the clock every few million steps: a clock read can be a system call (an HPET guest) */
+	while (now_s() - t0 < s->secs)
+		for (int i = 0; i < 4000000; i++)
+			x = x * 6364136223846793005UL + 1442695040888963407UL;
+	getrusage(RUSAGE_THREAD, &r1);
+	s->user_s = (r1.ru_utime.tv_sec - r0.ru_utime.tv_sec) + (r1.ru_utime.tv_usec - r0.ru_utime.tv_usec) * 1e-6;
+	s->sys_s = (r1.ru_stime.tv_sec - r0.ru_stime.tv_sec) + (r1.ru_stime.tv_usec - r0.ru_stime.tv_usec) * 1e-6;
+	return NULL;
+}
+
+/* One thread per CPU spins for `secs` with NUMA balancing off (no scan, no hint fault): the
+ * system share getrusage(2) reports is the kernel work a busy CPU does on its own, its timer
+ * tick (tick_sched_timer -> update_process_times) and the softirqs it raises. */
+static void tick_share(double secs)
+{
+	char old_nb[32];
+	int restore = put("/proc/sys/kernel/numa_balancing", "0", old_nb, sizeof(old_nb)) == 0;
+	pthread_t th[MAX_CPUS];
+	static struct ticker s[MAX_CPUS];
+	int n = 0;
+	for (int node = 0; node < nr_nodes(); node++) {
+		cpu_set_t set;
+		int list[MAX_CPUS], c;
+		node_cpus(node, &set);
+		c = cpu_list(&set, list, MAX_CPUS);
+		for (int i = 0; i < c && n < MAX_CPUS; i++)
+			s[n++] = (struct ticker){list[i], secs, 0, 0};
+	}
+	pthread_barrier_init(&tick_start, NULL, n);
+	for (int i = 0; i < n; i++)
+		pthread_create(&th[i], thread_attr(), tick_loop, &s[i]);
+	double user = 0, sys = 0;
+	for (int i = 0; i < n; i++) {
+		pthread_join(th[i], NULL);
+		user += s[i].user_s;
+		sys += s[i].sys_s;
+	}
+	pthread_barrier_destroy(&tick_start);
+	if (restore)
+		put("/proc/sys/kernel/numa_balancing", old_nb, NULL, 0);
+	emit("cal spin_sys_share=%.4f spin_cpu_s=%.3f", user + sys > 0 ? sys / (user + sys) : 0, user + sys);
+}
+
+/* clock_gettime(CLOCK_MONOTONIC) as the workloads call it between pages (numaw's now_s()): its
+ * wall time, and the share of it charged as system time (a system call where the vDSO cannot
+ * read the clocksource, e.g. HPET). */
+static void clock_read(int calls)
+{
+	pin_self_cpu(first_cpu(0));
+	struct rusage r0, r1;
+	getrusage(RUSAGE_THREAD, &r0);
+	double t0 = now_s();
+	volatile double x = 0;
+	for (int i = 0; i < calls; i++)
+		x += now_s();
+	double dt = now_s() - t0;
+	getrusage(RUSAGE_THREAD, &r1);
+	double ut = (r1.ru_utime.tv_sec - r0.ru_utime.tv_sec) + (r1.ru_utime.tv_usec - r0.ru_utime.tv_usec) * 1e-6;
+	double st = (r1.ru_stime.tv_sec - r0.ru_stime.tv_sec) + (r1.ru_stime.tv_usec - r0.ru_stime.tv_usec) * 1e-6;
+	emit("cal clock_ns=%.1f clock_sys_share=%.4f", dt * 1e9 / (calls + 1), ut + st > 0 ? st / (ut + st) : 0);
+}
+
 static void *clone_returns(void *arg) { return arg; }
 
 /* pthread_create as the workloads call it, each thread on a fresh stack (the threads are joined
@@ -606,6 +693,8 @@ int main_calibrate(int argc, char **argv)
 	clone_create();
 	sys_accounting(2.0);
 	aggregate(bytes, 1.0);
+	tick_share(2.0);
+	clock_read(20000);
 	emit("cal wall_s=%.3f", now_s() - t0);
 	return 0;
 }
