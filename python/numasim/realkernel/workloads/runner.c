@@ -296,7 +296,8 @@ static long sched_field(const char *text, const char *name)
 	return p ? atol(p + 1) : -1;
 }
 
-static int task_cpu_of(pid_t pid, int tid, char *state)
+/* The CPU thread `tid` last ran on, its state, and its user and system time (s). */
+static int task_cpu_of(pid_t pid, int tid, char *state, double *ut, double *st)
 {
 	char path[96], buf[1024];
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", pid, tid);
@@ -306,10 +307,15 @@ static int task_cpu_of(pid_t pid, int tid, char *state)
 	if (!r || !r[1] || !r[2])
 		return -1;
 	*state = r[2];
-	/* after ") ": field 3 (state) ... field 39 (processor) is the 37th token */
+	/* after ") ": field 3 (state) ... 14 utime, 15 stime (clock ticks) ... 39 (processor) */
 	char *save, *tok = strtok_r(r + 2, " ", &save);
-	for (int i = 3; tok && i < 39; i++)
+	for (int i = 3; tok && i < 39; i++) {
+		if (i == 14)
+			*ut = atol(tok) / (double)sysconf(_SC_CLK_TCK);
+		if (i == 15)
+			*st = atol(tok) / (double)sysconf(_SC_CLK_TCK);
 		tok = strtok_r(NULL, " ", &save);
+	}
 	return tok ? atoi(tok) : -1;
 }
 
@@ -358,14 +364,17 @@ static void emit_tasks(double t, int w, pid_t pid)
 		const char *g = strstr(buf, "numa_group_id=");
 		now.grp = g ? atoi(g + 14) : -1;
 		char state = '?';
-		now.cpu = task_cpu_of(pid, (int)tid, &state);
+		double ut = -1, st = -1;
+		now.cpu = task_cpu_of(pid, (int)tid, &state, &ut, &st);
 		struct task_numa *s = task_slot((int)tid);
 		if (!s)
 			continue;
 		if (now.node == s->node && now.pref == s->pref && now.grp == s->grp && now.seq == s->seq && t - s->last_emit < 1.0)
 			continue;
-		emit("task t=%.3f w=%d pid=%d tid=%ld state=%c cpu=%d node=%d pref=%d grp=%d seq=%ld migrated=%ld faults=%ld nr_migrations=%ld",
-		     t, w, pid, tid, state, now.cpu, now.node, now.pref, now.grp, now.seq, now.migrated, now.faults, now.nr_migrations);
+		emit("task t=%.3f w=%d pid=%d tid=%ld state=%c cpu=%d node=%d pref=%d grp=%d seq=%ld migrated=%ld faults=%ld nr_migrations=%ld "
+		     "user_s=%.2f sys_s=%.2f",
+		     t, w, pid, tid, state, now.cpu, now.node, now.pref, now.grp, now.seq, now.migrated, now.faults, now.nr_migrations,
+		     ut, st);
 		now.last_emit = t;
 		*s = now;
 	}
