@@ -30,6 +30,8 @@
  *                 per CPU spins in registers with NUMA balancing off: no kernel work of their
  *                 own, so what the CPU's timer tick and the softirqs it raises take
  *   stream_sys_share  the same while each thread memsets its own mapped 16 MiB (no fault)
+ *   stream_nb_sys_share  the same with NUMA balancing on, each buffer bound to its node (not
+ *                 scanned): what balancing costs a busy thread whose memory it skips
  *   all_first_touch  ns per page (wall, the writers' mean) of their first pass, all at once:
  *                 first touch under the load of a workload that keeps every CPU busy
  *
@@ -565,8 +567,9 @@ static void aggregate(size_t bytes, double secs)
 /* ---- a busy CPU's own kernel work ---- */
 
 struct ticker {
-	int cpu;
+	int cpu, node;
 	size_t bytes; /* 0: spin in registers; else memset a buffer of this size, mapped first */
+	int bound;    /* the buffer MPOL_BIND to the thread's node: task_numa_work skips it */
 	double secs, user_s, sys_s;
 };
 
@@ -576,7 +579,7 @@ static void *tick_loop(void *arg)
 {
 	struct ticker *s = arg;
 	pin_self_cpu(s->cpu);
-	char *p = s->bytes ? map_buffer(s->bytes, "nohugepage") : NULL;
+	char *p = !s->bytes ? NULL : s->bound ? node_buffer(s->bytes, s->node) : map_buffer(s->bytes, "nohugepage");
 	if (p)
 		write_pages(p, s->bytes); /* mapped before the timed part: no fault in it */
 	pthread_barrier_wait(&tick_start);
@@ -601,13 +604,16 @@ static void *tick_loop(void *arg)
 	return NULL;
 }
 
-/* One thread per CPU spins for `secs` with NUMA balancing off (no scan, no hint fault): the
- * system share getrusage(2) reports is the kernel work a busy CPU does on its own, its timer
- * tick (tick_sched_timer -> update_process_times) and the softirqs it raises. */
-static void tick_share(double secs, size_t bytes)
+/* One thread per CPU spins for `secs` (or memsets its own mapped `bytes`) with NUMA balancing
+ * off (no scan, no hint fault): the system share getrusage(2) reports is the kernel work a busy
+ * CPU does on its own, its timer tick (tick_sched_timer -> update_process_times) and the
+ * softirqs it raises. `balancing_on`: the same with kernel.numa_balancing 1 and each buffer
+ * bound to its thread's node, which the scanner skips: what balancing costs a busy thread
+ * whose memory it does not scan. */
+static void tick_share(double secs, size_t bytes, int balancing_on)
 {
 	char old_nb[32];
-	int restore = put("/proc/sys/kernel/numa_balancing", "0", old_nb, sizeof(old_nb)) == 0;
+	int restore = put("/proc/sys/kernel/numa_balancing", balancing_on ? "1" : "0", old_nb, sizeof(old_nb)) == 0;
 	pthread_t th[MAX_CPUS];
 	static struct ticker s[MAX_CPUS];
 	int n = 0;
@@ -617,7 +623,7 @@ static void tick_share(double secs, size_t bytes)
 		node_cpus(node, &set);
 		c = cpu_list(&set, list, MAX_CPUS);
 		for (int i = 0; i < c && n < MAX_CPUS; i++)
-			s[n++] = (struct ticker){list[i], bytes, secs, 0, 0};
+			s[n++] = (struct ticker){list[i], node, bytes, balancing_on, secs, 0, 0};
 	}
 	pthread_barrier_init(&tick_start, NULL, n);
 	for (int i = 0; i < n; i++)
@@ -631,8 +637,8 @@ static void tick_share(double secs, size_t bytes)
 	pthread_barrier_destroy(&tick_start);
 	if (restore)
 		put("/proc/sys/kernel/numa_balancing", old_nb, NULL, 0);
-	emit("cal %s_sys_share=%.4f %s_cpu_s=%.3f", bytes ? "stream" : "spin", user + sys > 0 ? sys / (user + sys) : 0,
-	     bytes ? "stream" : "spin", user + sys);
+	const char *what = !bytes ? "spin" : balancing_on ? "stream_nb" : "stream";
+	emit("cal %s_sys_share=%.4f %s_cpu_s=%.3f", what, user + sys > 0 ? sys / (user + sys) : 0, what, user + sys);
 }
 
 /* clock_gettime(CLOCK_MONOTONIC) as the workloads call it between pages (numaw's now_s()): its
@@ -706,8 +712,9 @@ int main_calibrate(int argc, char **argv)
 	clone_create();
 	sys_accounting(2.0);
 	aggregate(bytes, 1.0);
-	tick_share(2.0, 0);
-	tick_share(2.0, 16UL << 20);
+	tick_share(2.0, 0, 0);
+	tick_share(2.0, 16UL << 20, 0);
+	tick_share(2.0, 16UL << 20, 1);
 	clock_read(20000);
 	emit("cal wall_s=%.3f", now_s() - t0);
 	return 0;
