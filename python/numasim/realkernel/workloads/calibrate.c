@@ -32,6 +32,7 @@
  *   stream_sys_share  the same while each thread memsets its own mapped 16 MiB (no fault)
  *   stream_nb_sys_share  the same with NUMA balancing on, each buffer bound to its node (not
  *                 scanned): what balancing costs a busy thread whose memory it skips
+ *   spin_half_sys_share  spin_sys_share with one thread per node: the other CPUs idle
  *   all_first_touch  ns per page (wall, the writers' mean) of their first pass, all at once:
  *                 first touch under the load of a workload that keeps every CPU busy
  *
@@ -527,19 +528,31 @@ static void *write_loop(void *arg)
 	return NULL;
 }
 
+/* Every CPU (at most `per_node` of each node) and its node, node by node; how many. */
+static int every_cpu(int per_node, int *cpus, int *nodes)
+{
+	int n = 0;
+	for (int node = 0; node < nr_nodes(); node++) {
+		cpu_set_t set;
+		int list[MAX_CPUS];
+		node_cpus(node, &set);
+		int c = cpu_list(&set, list, MAX_CPUS);
+		for (int i = 0; i < c && i < per_node && n < MAX_CPUS; i++) {
+			cpus[n] = list[i];
+			nodes[n++] = node;
+		}
+	}
+	return n;
+}
+
 static void aggregate(size_t bytes, double secs)
 {
 	pthread_t th[MAX_CPUS];
 	static struct writer w[MAX_CPUS];
-	int n = 0;
-	for (int node = 0; node < nr_nodes(); node++) {
-		cpu_set_t set;
-		int list[MAX_CPUS], c;
-		node_cpus(node, &set);
-		c = cpu_list(&set, list, MAX_CPUS);
-		for (int i = 0; i < c && n < MAX_CPUS; i++)
-			w[n++] = (struct writer){list[i], node, bytes, secs, 0, 0, 0};
-	}
+	int cpus[MAX_CPUS], nodes[MAX_CPUS];
+	int n = every_cpu(MAX_CPUS, cpus, nodes);
+	for (int i = 0; i < n; i++)
+		w[i] = (struct writer){cpus[i], nodes[i], bytes, secs, 0, 0, 0};
 	pthread_barrier_init(&all_start, NULL, n + 1);
 	pthread_barrier_init(&all_ready, NULL, n + 1);
 	for (int i = 0; i < n; i++)
@@ -604,27 +617,23 @@ static void *tick_loop(void *arg)
 	return NULL;
 }
 
-/* One thread per CPU spins for `secs` (or memsets its own mapped `bytes`) with NUMA balancing
- * off (no scan, no hint fault): the system share getrusage(2) reports is the kernel work a busy
- * CPU does on its own, its timer tick (tick_sched_timer -> update_process_times) and the
- * softirqs it raises. `balancing_on`: the same with kernel.numa_balancing 1 and each buffer
+/* One thread per CPU (at most `per_node` of each node) spins for `secs` (or memsets its own
+ * mapped `bytes`) with NUMA balancing off (no scan, no hint fault): the system share
+ * getrusage(2) reports is the kernel work a busy CPU does on its own, its timer tick
+ * (tick_sched_timer -> update_process_times) and the softirqs it raises; emitted as
+ * `what`_sys_share. `balancing_on`: the same with kernel.numa_balancing 1 and each buffer
  * bound to its thread's node, which the scanner skips: what balancing costs a busy thread
  * whose memory it does not scan. */
-static void tick_share(double secs, size_t bytes, int balancing_on)
+static void tick_share(const char *what, double secs, size_t bytes, int balancing_on, int per_node)
 {
 	char old_nb[32];
 	int restore = put("/proc/sys/kernel/numa_balancing", balancing_on ? "1" : "0", old_nb, sizeof(old_nb)) == 0;
 	pthread_t th[MAX_CPUS];
 	static struct ticker s[MAX_CPUS];
-	int n = 0;
-	for (int node = 0; node < nr_nodes(); node++) {
-		cpu_set_t set;
-		int list[MAX_CPUS], c;
-		node_cpus(node, &set);
-		c = cpu_list(&set, list, MAX_CPUS);
-		for (int i = 0; i < c && n < MAX_CPUS; i++)
-			s[n++] = (struct ticker){list[i], node, bytes, balancing_on, secs, 0, 0};
-	}
+	int cpus[MAX_CPUS], nodes[MAX_CPUS];
+	int n = every_cpu(per_node, cpus, nodes);
+	for (int i = 0; i < n; i++)
+		s[i] = (struct ticker){cpus[i], nodes[i], bytes, balancing_on, secs, 0, 0};
 	pthread_barrier_init(&tick_start, NULL, n);
 	for (int i = 0; i < n; i++)
 		pthread_create(&th[i], thread_attr(), tick_loop, &s[i]);
@@ -637,7 +646,6 @@ static void tick_share(double secs, size_t bytes, int balancing_on)
 	pthread_barrier_destroy(&tick_start);
 	if (restore)
 		put("/proc/sys/kernel/numa_balancing", old_nb, NULL, 0);
-	const char *what = !bytes ? "spin" : balancing_on ? "stream_nb" : "stream";
 	emit("cal %s_sys_share=%.4f %s_cpu_s=%.3f", what, user + sys > 0 ? sys / (user + sys) : 0, what, user + sys);
 }
 
@@ -712,9 +720,10 @@ int main_calibrate(int argc, char **argv)
 	clone_create();
 	sys_accounting(2.0);
 	aggregate(bytes, 1.0);
-	tick_share(2.0, 0, 0);
-	tick_share(2.0, 16UL << 20, 0);
-	tick_share(2.0, 16UL << 20, 1);
+	tick_share("spin", 2.0, 0, 0, MAX_CPUS);
+	tick_share("spin_half", 2.0, 0, 0, 1);
+	tick_share("stream", 2.0, 16UL << 20, 0, MAX_CPUS);
+	tick_share("stream_nb", 2.0, 16UL << 20, 1, MAX_CPUS);
 	clock_read(20000);
 	emit("cal wall_s=%.3f", now_s() - t0);
 	return 0;
