@@ -458,3 +458,14 @@ def test_lru_batch_moves_are_kept_per_caller_cpu_and_second():
                       "@nsw lrumove comm=remote_toucher cpu=1 s=4 calls=1106 folios=16573\n")
     assert p["lrumove"] == [{"comm": "run", "cpu": 3, "s": 11, "calls": 1, "folios": 15},
                             {"comm": "remote_toucher", "cpu": 1, "s": 4, "calls": 1106, "folios": 16573}]
+
+
+def test_named_interrupt_and_softirq_rows_are_kept_per_cpu():
+    from numasim.realkernel import console
+
+    text = "\n".join(["@nsw irqs phase=begin name=LOC counts=10,20,30,40",
+                      "@nsw irqs phase=end name=LOC counts=110,220,30,40",
+                      "@nsw irqs phase=end name=SCHED counts=7"])
+    p = console.parse_console(text)
+    assert p["irqs"] == {"begin": {"LOC": [10, 20, 30, 40]}, "end": {"LOC": [110, 220, 30, 40], "SCHED": [7]}}
+    assert p["skipped"] == 0

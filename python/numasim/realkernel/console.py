@@ -52,13 +52,13 @@ def parse_console(text: str) -> dict:
     "mem": [(t, w, pid, [pages per node])], "starts": {w: {...}}, "exits": {w: {...}},
     "calls": [...], "workload_lines": [...], "errors": [...], "warnings": [...],
     "tasks": [{t, w, pid, tid, cpu, node, pref, grp, seq, ...}], "trace": [{ts, event, ...}],
-    "skipvma": {reason: n}, "lrumove": [{comm, cpu, s, calls, folios}], "vmas": [{t, w, pid, start, kib, perm, name, n0, n1, ...}],
+    "skipvma": {reason: n}, "lrumove": [{comm, cpu, s, calls, folios}], "irqs": {phase: {name: [per cpu]}}, "vmas": [{t, w, pid, start, kib, perm, name, n0, n1, ...}],
     "timeout": {...} | None, "end": {...} | None, "panic": str | None, "done": {...} | None}."""
     out = {"boot": {}, "clock": None, "begin": None, "settings": {}, "vmstat_begin": None, "vmstat_end": None,
            "samples": [], "irq": [], "mem": [], "starts": {}, "exits": {}, "calls": [],
            "workload_lines": [], "errors": [], "warnings": [], "timeout": None, "end": None,
            "panic": None, "done": None, "skipped": 0, "tasks": [], "trace": [], "skipvma": {}, "vmas": [],
-           "tracecount": {}, "lrumove": [], "calibration": {}, "tiers": {}, "demotion": {}, "nodefree": [], "pcp": {}, "place": [], "reserve": []}
+           "tracecount": {}, "lrumove": [], "irqs": {}, "calibration": {}, "tiers": {}, "demotion": {}, "nodefree": [], "pcp": {}, "place": [], "reserve": []}
     for raw in text.splitlines():
         line = raw.rstrip("\r")
         if out["panic"] is None and ("Kernel panic" in line or "BUG: kernel NULL" in line):
@@ -156,6 +156,9 @@ def parse_console(text: str) -> dict:
             out["skipvma"][str(f.get("reason"))] = int(f.get("n", 0))
         elif tag == "lrumove":
             out["lrumove"].append({k: f.get(k) for k in ("comm", "cpu", "s", "calls", "folios")})
+        elif tag == "irqs":  # a named /proc/interrupts or /proc/softirqs row, per CPU
+            counts = [int(x) for x in str(f.get("counts", "")).split(",") if x.strip().lstrip("-").isdigit()]
+            out["irqs"].setdefault(str(f.get("phase")), {})[str(f.get("name"))] = counts
         elif tag == "start":
             out["starts"][int(f["w"])] = f
         elif tag == "exit":
@@ -379,6 +382,8 @@ def build_result(p: dict, scenario: dict, source: dict, seed=None) -> Result:
         "vmas": p.get("vmas", []),
         "trace_counts": p.get("tracecount", {}),
         "lru_moves": p.get("lrumove", []),
+        # every named interrupt and softirq row at the run's begin and end, per CPU
+        "interrupt_rows": p.get("irqs", {}),
         "interrupts": interrupts,
         "processes": processes,
         "syscalls": p["calls"],

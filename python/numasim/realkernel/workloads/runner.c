@@ -119,6 +119,42 @@ static void emit_settings(void)
 	emit("settings%s", out);
 }
 
+/* Every named row of /proc/interrupts (LOC, RES, CAL, TLB, ...) and /proc/softirqs (TIMER,
+ * SCHED, RCU, ...), per CPU: "irqs phase=P name=N counts=C0,C1,..." (device lines, whose
+ * names are numbers, are left out). What interrupts the busy CPUs took over the run. */
+static void emit_irq_rows(const char *phase, const char *path)
+{
+	static char buf[1 << 16];
+	if (read_file(path, buf, sizeof(buf)) <= 0)
+		return;
+	char *save, *line = strtok_r(buf, "\n", &save);
+	for (line = line ? strtok_r(NULL, "\n", &save) : NULL; line; line = strtok_r(NULL, "\n", &save)) {
+		char *colon = strchr(line, ':');
+		if (!colon)
+			continue;
+		char name[32];
+		int k = 0;
+		for (char *c = line; c < colon && k < (int)sizeof(name) - 1; c++)
+			if (*c != ' ')
+				name[k++] = *c;
+		name[k] = 0;
+		if (!k || (name[0] >= '0' && name[0] <= '9'))
+			continue;
+		char counts[512];
+		int n = 0;
+		char *c = colon + 1;
+		for (int cpu = 0; cpu < MAX_CPUS && n < (int)sizeof(counts) - 24; cpu++) {
+			char *end;
+			long v = strtol(c, &end, 10);
+			if (end == c)
+				break;
+			n += snprintf(counts + n, sizeof(counts) - n, "%s%ld", n ? "," : "", v);
+			c = end;
+		}
+		emit("irqs phase=%s name=%s counts=%s", phase, name, n ? counts : "0");
+	}
+}
+
 static void emit_vmstat_all(const char *phase, double t)
 {
 	static char out[1 << 15];
@@ -646,6 +682,8 @@ int main_run(int argc, char **argv)
 	     cpus, nw, interval_ms, mem_ms, maps_ms, epoch);
 	emit_settings();
 	emit_vmstat_all("begin", 0.0);
+	emit_irq_rows("begin", "/proc/interrupts");
+	emit_irq_rows("begin", "/proc/softirqs");
 	emit_sample(0.0);
 
 	double next = interval_ms / 1000.0, next_mem = mem_ms / 1000.0, next_maps = maps_ms / 1000.0;
@@ -713,6 +751,8 @@ int main_run(int argc, char **argv)
 	double t = now_s() - epoch;
 	emit_sample(t);
 	emit_vmstat_all("end", t);
+	emit_irq_rows("end", "/proc/interrupts");
+	emit_irq_rows("end", "/proc/softirqs");
 	/* the runner's own cost: its sampling preempts workload threads (docs/realkernel.md) */
 	struct rusage ru;
 	getrusage(RUSAGE_SELF, &ru);
