@@ -48,10 +48,23 @@ pub enum MigrationType {
 
 /// enum fbq_type: regular < remote < all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum FbqType {
+pub enum FbqType {
     Regular,
     Remote,
     All,
+}
+
+/// The NUMA class of a group or runqueue: some task without a preferred node, some task off
+/// it, or every task on it.
+// kernel/sched/fair.c: fbq_classify_group, fbq_classify_rq
+pub fn fbq_classify(nr_running: usize, nr_numa_running: usize, nr_preferred_running: usize) -> FbqType {
+    if nr_running > nr_numa_running {
+        FbqType::Regular
+    } else if nr_running > nr_preferred_running {
+        FbqType::Remote
+    } else {
+        FbqType::All
+    }
 }
 
 /// struct lb_env (the fields the engine uses).
@@ -99,9 +112,9 @@ impl LbEnv {
         }
     }
 
-    /// The environment of a busy CPU's balance at the MC level (its node's CPUs): what
-    /// can_migrate_task reads (balance_mc.rs).
-    pub(super) fn for_mc(k: &Kernel, dst_cpu: usize, src_cpu: usize, nr_balance_failed: u32) -> Self {
+    /// The environment of a busy CPU's migrate_load balance at the MC level (its node's CPUs),
+    /// as sched_balance_find_src_rq, detach_tasks and can_migrate_task read it (balance_mc.rs).
+    pub(super) fn for_mc(k: &Kernel, dst_cpu: usize, nr_balance_failed: u32, imbalance: i64, fbq_type: FbqType) -> Self {
         let node = k.cpu_node(dst_cpu);
         let dom = NumaDomain {
             level: 0,
@@ -117,11 +130,11 @@ impl LbEnv {
         LbEnv {
             dom,
             dst_cpu,
-            src_cpu,
+            src_cpu: dst_cpu,
             idle: CpuIdle::NotIdle,
-            imbalance: 0,
+            imbalance,
             migration_type: MigrationType::Load,
-            fbq_type: FbqType::All,
+            fbq_type,
             active_lb: false,
             all_pinned: false,
             cpus: Vec::new(),
@@ -251,7 +264,8 @@ impl Kernel {
         let mut moved = 0;
         let busiest = loop {
             let Some(group) = self.find_src_group(&mut env) else { return self.lb_out_balanced(&env, false) };
-            let Some(busiest) = self.find_src_rq(&env, group) else { return self.lb_out_balanced(&env, false) };
+            let cpus = self.mask_cpus(env.dom.groups[group]).filter(|&c| env.cpus[c]);
+            let Some(busiest) = self.find_src_rq(&env, cpus) else { return self.lb_out_balanced(&env, false) };
             env.src_cpu = busiest;
             env.all_pinned = true;
             if self.nr_running(busiest) > 1 {
@@ -356,13 +370,7 @@ impl Kernel {
         }
         let bi = busiest?;
         let b = stats[bi];
-        env.fbq_type = if b.sum_nr_running > b.nr_numa_running {
-            FbqType::Regular
-        } else if b.sum_nr_running > b.nr_preferred_running {
-            FbqType::Remote
-        } else {
-            FbqType::All
-        };
+        env.fbq_type = fbq_classify(b.sum_nr_running, b.nr_numa_running, b.nr_preferred_running);
         let total_load: u64 = stats.iter().map(|s| s.group_load).sum();
         let total_capacity: u64 = stats.iter().map(|s| s.group_capacity).sum();
         let sds_avg_load = total_load * SCHED_CAPACITY_SCALE / total_capacity.max(1);
@@ -445,20 +453,12 @@ impl Kernel {
 
     /// The busiest runqueue of the group, skipping those whose NUMA class is above fbq_type.
     // kernel/sched/fair.c: sched_balance_find_src_rq (find_busiest_queue), fbq_classify_rq
-    fn find_src_rq(&self, env: &LbEnv, group: usize) -> Option<usize> {
+    pub(super) fn find_src_rq(&self, env: &LbEnv, cpus: impl Iterator<Item = usize>) -> Option<usize> {
         let mut busiest = None;
         let (mut busiest_nr, mut busiest_load, mut busiest_util) = (0, 0, 0);
-        for cpu in self.mask_cpus(env.dom.groups[group]).filter(|&c| env.cpus[c]) {
-            let nr_running = self.nr_running(cpu);
+        for cpu in cpus {
             let (numa, pref) = self.rq_numa_counts(cpu);
-            let rt = if nr_running > numa {
-                FbqType::Regular
-            } else if nr_running > pref {
-                FbqType::Remote
-            } else {
-                FbqType::All
-            };
-            if rt > env.fbq_type {
+            if fbq_classify(self.nr_running(cpu), numa, pref) > env.fbq_type {
                 continue;
             }
             let nr = self.cpus[cpu].rq.len();
@@ -497,7 +497,7 @@ impl Kernel {
     /// Pull up to the imbalance from env.src_cpu to env.dst_cpu: queued tasks from the least
     /// recently run (the tail of cfs_tasks) on. Returns how many moved.
     // kernel/sched/fair.c: detach_tasks, attach_tasks
-    fn detach_tasks(&mut self, env: &mut LbEnv) -> usize {
+    pub(super) fn detach_tasks(&mut self, env: &mut LbEnv) -> usize {
         let src = env.src_cpu;
         if self.nr_running(src) <= 1 {
             env.all_pinned = false;

@@ -15,7 +15,7 @@
 //! here: active balancing at the MC level (from 5.12 it is for migrate_task only, which this
 //! case is not), and the SMT level below MC.
 
-use super::balance::{LbEnv, SdState};
+use super::balance::{fbq_classify, LbEnv, SdState};
 use super::domain::{Level, SCHED_CAPACITY_SCALE};
 use super::stats::{GroupType, SgStats};
 use crate::kernel::Kernel;
@@ -103,74 +103,17 @@ impl Kernel {
         if imbalance <= 0 {
             return self.mc_out_balanced(dst_cpu);
         }
-        let Some(src) = self.mc_find_src_rq(&groups[bi], &b, imbalance) else { return self.mc_out_balanced(dst_cpu) };
         let failed = self.mc_sd[dst_cpu].nr_balance_failed;
-        let moved = self.mc_detach_tasks(LbEnv::for_mc(self, dst_cpu, src, failed), imbalance);
+        let fbq = fbq_classify(b.sum_nr_running, b.nr_numa_running, b.nr_preferred_running);
+        let mut env = LbEnv::for_mc(self, dst_cpu, failed, imbalance, fbq);
+        let Some(src) = self.find_src_rq(&env, groups[bi].iter().copied()) else { return self.mc_out_balanced(dst_cpu) };
+        env.src_cpu = src;
+        // a task moves if can_migrate_task allows it and its load, halved per failed balance
+        // (shr_bound), fits in the imbalance
+        let moved = self.detach_tasks(&mut env) > 0;
         let st = &mut self.mc_sd[dst_cpu];
         st.nr_balance_failed = if moved { 0 } else { failed + 1 };
         st.balance_interval = min_interval; // "we were unbalanced": the interval restarts
-    }
-
-    /// The runqueue of the busiest group with the highest load (migrate_load), skipping a lone
-    /// task heavier than the imbalance and runqueues whose NUMA class is above the group's.
-    // kernel/sched/fair.c: sched_balance_find_src_rq, fbq_classify_group, fbq_classify_rq
-    fn mc_find_src_rq(&self, group: &[usize], b: &SgStats, imbalance: i64) -> Option<usize> {
-        let class = |nr: usize, numa: usize, pref: usize| {
-            if nr > numa {
-                0
-            } else if nr > pref {
-                1
-            } else {
-                2
-            }
-        };
-        let group_class = class(b.sum_nr_running, b.nr_numa_running, b.nr_preferred_running);
-        let mut best: Option<(usize, u64)> = None;
-        for &cpu in group {
-            let nr = self.cpus[cpu].rq.len();
-            let (numa, pref) = self.rq_numa_counts(cpu);
-            if nr == 0 || class(self.nr_running(cpu), numa, pref) > group_class {
-                continue;
-            }
-            let load = self.cpu_load(cpu);
-            if nr == 1 && load as i64 > imbalance {
-                continue;
-            }
-            if best.is_none_or(|(_, l)| load > l) {
-                best = Some((cpu, load));
-            }
-        }
-        best.map(|(c, _)| c)
-    }
-
-    /// Queued tasks of env.src_cpu, least recently run first, while the imbalance lasts: a task
-    /// moves if can_migrate_task allows it and its load, halved per failed balance, fits.
-    // kernel/sched/fair.c: detach_tasks (migrate_load), shr_bound
-    fn mc_detach_tasks(&mut self, mut env: LbEnv, mut imbalance: i64) -> bool {
-        let src = env.src_cpu;
-        if self.nr_running(src) <= 1 {
-            return false;
-        }
-        let rq = &self.cpus[src].rq;
-        let order: Vec<usize> = rq[1..].iter().chain(&rq[..1]).copied().collect();
-        let shift = env.nr_balance_failed.min(63);
-        let mut moved = false;
-        for p in order {
-            if !self.can_migrate_task(p, &mut env) {
-                continue;
-            }
-            let load = super::domain::NICE_0_LOAD;
-            if (load >> shift) as i64 > imbalance {
-                continue;
-            }
-            imbalance -= load as i64;
-            self.move_task(p, env.dst_cpu);
-            moved = true;
-            if imbalance <= 0 {
-                break;
-            }
-        }
-        moved
     }
 
     /// out_balanced: the failure count restarts and the interval doubles, up to max_interval
