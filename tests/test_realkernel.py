@@ -469,3 +469,31 @@ def test_named_interrupt_and_softirq_rows_are_kept_per_cpu():
     p = console.parse_console(text)
     assert p["irqs"] == {"begin": {"LOC": [10, 20, 30, 40]}, "end": {"LOC": [110, 220, 30, 40], "SCHED": [7]}}
     assert p["skipped"] == 0
+
+
+def test_kernel_profile_lines_are_kept_and_tabulated():
+    # `validate --kernel-profile`: the runner's /proc/profile histogram resolved by function
+    # (kprofile.c) and the clocksource reads' hist-trigger lines, as printed by the guest
+    text = "\n".join(["@nsw kprof sym=read_hpet hits=523", "@nsw kprof sym=pv_native_safe_halt hits=629",
+                      "@nsw kprof sym=broken hits=many",
+                      "@nsw kprof_total hits=1979 unresolved=0 step=4 buckets=4194304",
+                      "@nsw khist { common_pid: program         [       241] } hitcount:      68669"])
+    p = parse_console(text)
+    assert p["kprof"]["rows"] == [{"sym": "read_hpet", "hits": 523}, {"sym": "pv_native_safe_halt", "hits": 629}]
+    assert (p["kprof"]["hits"], p["kprof"]["step"], p["skipped"]) == (1979, 4, 1)
+    assert p["kprof"]["clock_read_hist"] == ["{ common_pid: program         [       241] } hitcount:      68669"]
+    table = compare.kernel_profile_table({"kernel_profile": p["kprof"]})
+    row = next(ln for ln in table.splitlines() if ln.startswith("read_hpet"))
+    assert row.split()[1:] == ["523", "26.4%", "2.09"]  # of all 1979 kernel-mode ticks, at HZ 250
+    assert "(all kernel-mode ticks)" in table.splitlines()[-1] and "1979" in table.splitlines()[-1]
+
+
+def test_kernel_profile_boots_with_profile_and_counts_clock_reads():
+    resolved = numasim.resolve(to_toml(scenario_dict("remote-toucher-4k", "6.12")))
+    settings = spec.kernel_settings(resolved) | {"free_mib": []}
+    assert "KERNEL_PROFILE=1" in vm.config_text(settings, 100, 60, kernel_profile=True)
+    assert "KERNEL_PROFILE=0" in vm.config_text(settings, 100, 60)
+    assert "p:clock_read read_hpet" in vm.INIT and "hist:keys=stacktrace" in vm.INIT
+    topo = spec.topology(resolved)
+    cmd = vm.qemu_command(topo, Path("vmlinuz"), Path("initrd"), "profile=2")
+    assert cmd[-1].endswith("profile=2")

@@ -218,3 +218,15 @@ def boots_table(summary: dict) -> str:
     rows = [[r["metric"], sim(r["sim"]), ", ".join(_fmt(v) for v in r["vm"]), f"{r['agree']} of {r['of']}"]
             for r in summary["rows"]]
     return _columns(head, rows)
+
+
+def kernel_profile_table(vm_raw: dict, top: int = 15) -> str:
+    """The functions that a `--kernel-profile` boot's kernel-mode ticks interrupted most often:
+    hits, their share of all kernel-mode ticks, and CPU seconds at the guest's HZ."""
+    prof = vm_raw.get("kernel_profile", {})
+    total = prof.get("hits") or sum(r["hits"] for r in prof.get("rows", [])) or 1
+    hz = 250  # CONFIG_HZ of the Debian kernels
+    rows = [[r["sym"], str(r["hits"]), f"{100 * r['hits'] / total:.1f}%", f"{r['hits'] / hz:.2f}"]
+            for r in prof.get("rows", [])[:top]]
+    rows.append(["(all kernel-mode ticks)", str(total), "100%", f"{total / hz:.2f}"])
+    return _columns(["function", "ticks", "share", "cpu_s"], rows)

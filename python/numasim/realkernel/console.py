@@ -52,13 +52,13 @@ def parse_console(text: str) -> dict:
     "mem": [(t, w, pid, [pages per node])], "starts": {w: {...}}, "exits": {w: {...}},
     "calls": [...], "workload_lines": [...], "errors": [...], "warnings": [...],
     "tasks": [{t, w, pid, tid, cpu, node, pref, grp, seq, ...}], "trace": [{ts, event, ...}],
-    "skipvma": {reason: n}, "lrumove": [{comm, cpu, s, calls, folios}], "irqs": {phase: {name: [per cpu]}}, "vmas": [{t, w, pid, start, kib, perm, name, n0, n1, ...}],
+    "skipvma": {reason: n}, "lrumove": [{comm, cpu, s, calls, folios}], "kprof": {"rows": [{sym, hits}], total, unresolved, step}, "irqs": {phase: {name: [per cpu]}}, "vmas": [{t, w, pid, start, kib, perm, name, n0, n1, ...}],
     "timeout": {...} | None, "end": {...} | None, "panic": str | None, "done": {...} | None}."""
     out = {"boot": {}, "clock": None, "begin": None, "settings": {}, "vmstat_begin": None, "vmstat_end": None,
            "samples": [], "irq": [], "mem": [], "starts": {}, "exits": {}, "calls": [],
            "workload_lines": [], "errors": [], "warnings": [], "timeout": None, "end": None,
            "panic": None, "done": None, "skipped": 0, "tasks": [], "trace": [], "skipvma": {}, "vmas": [],
-           "tracecount": {}, "lrumove": [], "irqs": {}, "calibration": {}, "tiers": {}, "demotion": {}, "nodefree": [], "pcp": {}, "place": [], "reserve": []}
+           "tracecount": {}, "lrumove": [], "kprof": {}, "irqs": {}, "calibration": {}, "tiers": {}, "demotion": {}, "nodefree": [], "pcp": {}, "place": [], "reserve": []}
     for raw in text.splitlines():
         line = raw.rstrip("\r")
         if out["panic"] is None and ("Kernel panic" in line or "BUG: kernel NULL" in line):
@@ -156,6 +156,15 @@ def parse_console(text: str) -> dict:
             out["skipvma"][str(f.get("reason"))] = int(f.get("n", 0))
         elif tag == "lrumove":
             out["lrumove"].append({k: f.get(k) for k in ("comm", "cpu", "s", "calls", "folios")})
+        elif tag == "kprof":  # booted with profile=2: a kernel function's kernel-mode ticks (kprofile.c)
+            if not isinstance(f.get("hits"), int):
+                out["skipped"] += 1
+                continue
+            out["kprof"].setdefault("rows", []).append({"sym": str(f.get("sym")), "hits": f["hits"]})
+        elif tag == "khist":  # `--kernel-profile`: the clocksource reads' hist triggers, as printed
+            out["kprof"].setdefault("clock_read_hist", []).append(rest)
+        elif tag == "kprof_total":
+            out["kprof"].update({k: f[k] for k in ("hits", "unresolved", "step") if isinstance(f.get(k), int)})
         elif tag == "irqs":  # a named /proc/interrupts or /proc/softirqs row, per CPU
             counts = [int(x) for x in str(f.get("counts", "")).split(",") if x.strip().lstrip("-").isdigit()]
             out["irqs"].setdefault(str(f.get("phase")), {})[str(f.get("name"))] = counts
@@ -384,6 +393,7 @@ def build_result(p: dict, scenario: dict, source: dict, seed=None) -> Result:
         "lru_moves": p.get("lrumove", []),
         # every named interrupt and softirq row at the run's begin and end, per CPU
         "interrupt_rows": p.get("irqs", {}),
+        "kernel_profile": p.get("kprof", {}),
         "interrupts": interrupts,
         "processes": processes,
         "syscalls": p["calls"],

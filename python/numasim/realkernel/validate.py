@@ -75,12 +75,14 @@ def _simulate(d: dict, name: str, kernel: str, out: Path, log):
 
 def validate_boots(name_or_path: str, kernel: str = "6.12", *, boots: int = 1, out: Path | None = None,
                    overrides=None, timeout_s: float | None = None, vm_results: list | None = None, log=None,
-                   calibrate: bool = False, costs: Path | None = None, trace_faults: bool = False) -> list:
+                   calibrate: bool = False, costs: Path | None = None, trace_faults: bool = False,
+                   kernel_profile: bool = False) -> list:
     """One simulation (deterministic) against `boots` boots, or against the saved VM results
     `vm_results`, one comparison each. With more than one, each is saved in out/bootN.
     `costs`: simulate with the VM costs measured by `numasim calibrate` (its profile or .json).
     `calibrate`: measure them in each boot before the workload (`numaw calibrate`) and simulate
-    each boot with its own (bootN/sim.json). `trace_faults`: trace every hint fault in the VM."""
+    each boot with its own (bootN/sim.json). `trace_faults`: trace every hint fault in the VM.
+    `kernel_profile`: boot with profile=2 (vm.json kernel_profile: where kernel-mode ticks landed)."""
     from numasim.realkernel import calibrate as calmod
 
     log = log or (lambda m: None)
@@ -105,7 +107,7 @@ def validate_boots(name_or_path: str, kernel: str = "6.12", *, boots: int = 1, o
         dest.mkdir(parents=True, exist_ok=True)
         if len(runs) > 1:
             log(f"boot {i + 1} of {len(runs)}")
-        vm = _vm_result(resolved, kernel, dest, vm_result, timeout_s, log, calibrate, trace_faults)
+        vm = _vm_result(resolved, kernel, dest, vm_result, timeout_s, log, calibrate, trace_faults, kernel_profile)
         boot_sim = sim
         if calibrate:
             cal = vm.raw.get("source", {}).get("calibration")
@@ -118,7 +120,7 @@ def validate_boots(name_or_path: str, kernel: str = "6.12", *, boots: int = 1, o
 
 
 def _vm_result(resolved: dict, kernel: str, out: Path, vm_result, timeout_s, log, calibrate: bool,
-               trace_faults: bool = False):
+               trace_faults: bool = False, kernel_profile: bool = False):
     if vm_result and str(vm_result).endswith((".log", ".console")):  # re-read a saved console log
         from numasim.realkernel.console import build_result, parse_console
 
@@ -134,7 +136,7 @@ def _vm_result(resolved: dict, kernel: str, out: Path, vm_result, timeout_s, log
         from numasim.realkernel.vm import run_vm
 
         vm = run_vm(resolved, kernel, timeout_s=timeout_s, workdir=out / "vm", log=log, calibrate=calibrate,
-                    trace_faults=trace_faults)
+                    trace_faults=trace_faults, kernel_profile=kernel_profile)
     vm.save(out / "vm.json")
     return vm
 
@@ -145,6 +147,8 @@ def _compare(sim, vm, name: str, kernel: str, out: Path, timed: bool = False) ->
         from numasim.realkernel.pacing import fault_kinds_table
 
         cmp["fault_kinds"] = fault_kinds_table(sim, vm)
+    if vm.raw.get("kernel_profile", {}).get("rows"):
+        cmp["kernel_profile"] = cmpmod.kernel_profile_table(vm.raw)
     cmp.update({"scenario": name, "kernel": kernel, "profile": choice(kernel).profile,
                 "vm_kernel": vm.raw.get("source", {}).get("kernel"), "out": str(out),
                 "vm_warnings": vm.raw.get("source", {}).get("warnings", []),
@@ -182,7 +186,8 @@ def cmd_validate(args) -> int:
         out = Path(args.out) / f"{Path(args.scenario).stem}-{k}" if args.out else None
         cmps = validate_boots(args.scenario, k, boots=args.boots, out=out, overrides=overrides,
                               timeout_s=args.timeout, vm_results=vm_results or None, log=log,
-                              calibrate=args.calibrate, costs=args.costs, trace_faults=args.trace_faults)
+                              calibrate=args.calibrate, costs=args.costs, trace_faults=args.trace_faults,
+                              kernel_profile=args.kernel_profile)
         for cmp in cmps:
             if not args.json:
                 print(f"{cmp['scenario']} on {cmp['vm_kernel']} (simulated with the {cmp['profile']} profile); "
@@ -197,6 +202,9 @@ def cmd_validate(args) -> int:
                 if cmp.get("fault_kinds"):
                     print("hint faults per scan pass and thread (--trace-faults):")
                     print(cmp["fault_kinds"])
+                if cmp.get("kernel_profile"):
+                    print("where the VM's kernel-mode ticks landed (--kernel-profile):")
+                    print(cmp["kernel_profile"])
                 print()
         if len(cmps) > 1:
             summary = cmpmod.across_boots(cmps)
@@ -253,6 +261,10 @@ def register(subparsers, command) -> None:
                          "fault_kinds, per thread, 100 ms and kind) and each task_numa_work call with the "
                          "scanning thread's scan period (numa_events `numa_work`), and who moves the per-CPU "
                          "LRU add batches (kprobe on folio_batch_move_lru: vm.json lru_moves); slows hint faults")
+    sp.add_argument("--kernel-profile", action="store_true",
+                    help="boot with profile=2 and report the kernel functions that the CPUs' kernel-mode ticks "
+                         "interrupted over the run (/proc/profile, the ticks counted as system time): vm.json "
+                         "kernel_profile")
     sp.add_argument("--json", action="store_true", help="print the comparison as JSON")
     sp.add_argument("--strict", action="store_true",
                     help="exit 1 when a checked metric is outside ±25%% (with several boots: in a majority of them)")

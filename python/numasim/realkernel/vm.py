@@ -117,6 +117,15 @@ if [ -d $T/events/sched ]; then
     # kind), and each task_numa_work call (entry and return) with the words before p->numa_work in task_struct
     # (numa_scan_seq, numa_scan_period, numa_scan_period_max, numa_preferred_nid: their
     # offsets differ between releases, so five words are read and console.py picks them)
+    # `validate --kernel-profile`: who reads the clocksource when it is HPET (a system call per
+    # read, no vDSO): its callers' stacks and tasks, counted in the kernel (hist triggers)
+    if [ "$KERNEL_PROFILE" = 1 ] && grep -q ' read_hpet$' /proc/kallsyms &&
+       echo 'p:clock_read read_hpet' >> $T/kprobe_events 2>/dev/null; then
+        echo 'hist:keys=common_pid.execname:vals=hitcount:sort=hitcount.descending' > $T/events/kprobes/clock_read/trigger
+        echo 'hist:keys=stacktrace:vals=hitcount:sort=hitcount.descending' >> $T/events/kprobes/clock_read/trigger 2>/dev/null ||
+            echo "@nsw warn missing=hist_stacktrace"
+        echo 1 > $T/events/kprobes/clock_read/enable
+    fi
     if [ "$TRACE_FAULTS" = 1 ]; then
         echo 16384 > $T/buffer_size_kb 2>/dev/null
         if echo 'p:numa_fault_all task_numa_fault last_cpupid=%di:s32 mem_node=%si:s32 pages=%dx:s32 flags=%cx:u32' >> $T/kprobe_events 2>/dev/null; then
@@ -217,6 +226,10 @@ if [ -d $T/events/sched ]; then
                for (e in cnt) print "@nsw tracecount event=" e " n=" cnt[e]
                if (n > 6000) print "@nsw warn trace_lines_dropped=" n - 6000 }' $T/trace
 fi
+if [ -e $T/events/kprobes/clock_read/hist ]; then
+    echo 0 > $T/events/kprobes/clock_read/enable
+    grep -v '^#' $T/events/kprobes/clock_read/hist | grep -v '^ *$' | head -600 | sed 's/^/@nsw khist /'
+fi
 echo "@nsw done rc=$rc"
 poweroff -f
 """
@@ -294,7 +307,7 @@ def trace_filter(spec_lines: list) -> str:
 
 def config_text(settings: dict, interval_ms: int, max_s: float, comms: str = "pid == 0", mem_ms: int | None = None,
                 maps_ms: int | None = None, calibrate: bool = False, run: bool = True, place_ms: int = 0,
-                trace_faults: bool = False) -> str:
+                trace_faults: bool = False, kernel_profile: bool = False) -> str:
     mthp = " ".join(f"{kb}:{v}" for kb, v in sorted(settings.get("mthp", {}).items()))
     lines = {
         "NUMA_BALANCING": settings["numa_balancing"],
@@ -316,6 +329,7 @@ def config_text(settings: dict, interval_ms: int, max_s: float, comms: str = "pi
         "CALIBRATE": int(calibrate),
         "RUN": int(run),
         "TRACE_FAULTS": int(trace_faults),
+        "KERNEL_PROFILE": int(kernel_profile),
     }
     return "".join(f"{k}={v}\n" for k, v in lines.items())
 
@@ -323,7 +337,8 @@ def config_text(settings: dict, interval_ms: int, max_s: float, comms: str = "pi
 def build_initramfs(out: Path, spec_lines: list, settings: dict, interval_ms: int = 100,
                     max_s: float = 300.0, numaw: Path | None = None, busybox: Path | None = None,
                     mem_ms: int | None = None, maps_ms: int | None = None, calibrate: bool = False,
-                    run: bool = True, place_ms: int = 0, trace_faults: bool = False) -> Path:
+                    run: bool = True, place_ms: int = 0, trace_faults: bool = False,
+                    kernel_profile: bool = False) -> Path:
     """Write a gzip'd newc cpio with /init, /config, /scenario.txt, /bin/busybox, /bin/numaw
     (the archive is made by `busybox cpio`: the host needs no cpio)."""
     numaw = numaw or numaw_path()
@@ -338,7 +353,7 @@ def build_initramfs(out: Path, spec_lines: list, settings: dict, interval_ms: in
         (root / "init").write_text(INIT)
         (root / "init").chmod(0o755)
         (root / "config").write_text(config_text(settings, interval_ms, max_s, trace_filter(spec_lines), mem_ms, maps_ms,
-                                                   calibrate, run, place_ms, trace_faults))
+                                                   calibrate, run, place_ms, trace_faults, kernel_profile))
         (root / "scenario.txt").write_text("\n".join(spec_lines) + "\n")
         names = []
         for dirpath, dirnames, filenames in os.walk(root):
@@ -495,11 +510,12 @@ def _boot_with_retries(cmd: list, workdir: Path, timeout_s: float, log) -> tuple
 
 def run_vm(resolved: dict, kernel: str = "6.12", *, timeout_s: float | None = None, workdir: Path | None = None,
            vmlinuz: Path | None = None, kernel_info: dict | None = None, log=None, calibrate: bool = False,
-           trace_faults: bool = False):
+           trace_faults: bool = False, kernel_profile: bool = False):
     """Boot kernel `kernel` with the scenario's topology, run its workloads, return a Result
     (source = {"kind": "qemu", ...}). The console log is kept in workdir/console.log. With
     `calibrate`, `numaw calibrate` runs first in the same boot (source.calibration); with
-    `trace_faults`, every hint fault is traced (result `fault_kinds`, `numa_work` events)."""
+    `trace_faults`, every hint fault is traced (result `fault_kinds`, `numa_work` events); with
+    `kernel_profile`, the guest boots with profile=2 (result `kernel_profile`, runner kprofile.c)."""
     log = log or (lambda m: None)
     qv = qemu_version()
     vmlinuz, info = _kernel_image(kernel, vmlinuz, kernel_info, log)
@@ -516,8 +532,8 @@ def run_vm(resolved: dict, kernel: str = "6.12", *, timeout_s: float | None = No
     workdir.mkdir(parents=True, exist_ok=True)
     initrd = build_initramfs(workdir / "initrd.img", lines, settings, interval, max_s, mem_ms=mem_ms, maps_ms=maps_ms,
                              calibrate=calibrate, place_ms=specmod.place_interval(resolved, mem_ms),
-                             trace_faults=trace_faults)
-    cmd = qemu_command(topo, vmlinuz, initrd)
+                             trace_faults=trace_faults, kernel_profile=kernel_profile)
+    cmd = qemu_command(topo, vmlinuz, initrd, "profile=2" if kernel_profile else "")
     (workdir / "qemu.cmd").write_text(" ".join(cmd) + "\n")
     log(f"booting {info.get('release')} ({describe(topo)}, TCG), time limit {timeout_s:.0f} s")
     text, wall, parsed, retries = _boot_with_retries(cmd, workdir, timeout_s, log)

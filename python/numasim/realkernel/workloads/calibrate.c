@@ -3,6 +3,13 @@
  * turns them into the constants of a machine profile ([cost], every one `measured`):
  *
  *   stream_I_J    GiB/s of a lone thread on node I rewriting (memset) a buffer on node J
+ *   touch_I_J     GiB/s of pages crossed by the same thread loading one byte of every cache line
+ *                 and storing one byte per page: the loop of remote_toucher.c and of a program's
+ *                 load and rmw ops (bandwidth-bound on a real CPU, as a memset; instruction-bound
+ *                 under TCG, where it crosses pages many times faster than a memset)
+ *   page_store_I_J  the same thread memsetting the buffer one 4 KiB page per call: a program's
+ *                 store op (program.c), where stream_I_J is one memset of the whole buffer
+ *                 (autonuma.c's bzero, which glibc may do with non-temporal stores)
  *   zero_fault    ns per page of reading untouched pages: a fault that maps the zero page
  *   first_touch   ns per page to fault in and write a new page (do_anonymous_page + the store)
  *   rep_stosb     ns to clear 4 KiB with `rep stosb` (clear_page_erms, arch/x86/lib/clear_page_64.S)
@@ -24,8 +31,12 @@
  *   all_cpu_share the CPU time they were charged over their wall time
  *   clock_ns      ns of one clock_gettime(CLOCK_MONOTONIC), as the workloads read the clock,
  *   clock_sys_share and the share of it charged as system time (a system call without a vDSO
- *                 clock, as with HPET); not a cost the engine takes: the workloads read the
- *                 clock once per 256 pages
+ *                 clock, as with HPET); a time-bound stream reads the clock once per 256 pages
+ *   clock_busy_K_ns, clock_busy_K_sys_share  the same while K other CPUs spin
+ *   clock_loop_K_ns, clock_loop_K_sys_ns  per clock read of a time-bound stream (remote_toucher.c's
+ *                 loop, a read per 256 pages) with K other CPUs running the same: the CPU time
+ *                 it adds and the system time the guest charges for it; clock_loop_K_page_ns
+ *                 the loop's CPU ns per page without the reads
  *   spin_sys_share  the share of a busy CPU's time charged as system time while one thread
  *                 per CPU spins in registers with NUMA balancing off: no kernel work of their
  *                 own, so what the CPU's timer tick and the softirqs it raises take
@@ -111,6 +122,25 @@ static void stream(int cpu_node, int mem_node, size_t bytes, int reps, int repor
 	double t2 = now_s();
 	double gibps = (double)bytes * reps / (t2 - t1) / (1UL << 30);
 	emit("cal stream_%d_%d=%.4f", cpu_node, mem_node, gibps);
+	/* remote_toucher.c's loop, as it is written there (a volatile buffer, one store per page) */
+	volatile char *v = p;
+	unsigned long sum = 0;
+	double t3 = now_s();
+	for (int r = 0; r < reps; r++)
+		for (size_t pg = 0; pg < bytes; pg += PAGE) {
+			for (size_t l = 0; l < PAGE; l += 64)
+				sum += v[pg + l];
+			v[pg] = (char)sum;
+		}
+	double t4 = now_s();
+	emit("cal touch_%d_%d=%.4f", cpu_node, mem_node, (double)bytes * reps / (t4 - t3) / (1UL << 30));
+	for (int r = 0; r < reps; r++)
+		for (size_t pg = 0; pg < bytes; pg += PAGE) {
+			memset(p + pg, r, PAGE);
+			__asm__ volatile("" ::"r"(p + pg) : "memory");
+		}
+	double t5 = now_s();
+	emit("cal page_store_%d_%d=%.4f", cpu_node, mem_node, (double)bytes * reps / (t5 - t4) / (1UL << 30));
 	if (report_first)
 		emit("cal first_touch=%.1f", (t1 - t0) * 1e9 / pages_of(bytes));
 	munmap(p, bytes);
@@ -651,10 +681,12 @@ static void tick_share(const char *what, double secs, size_t bytes, int balancin
 
 /* clock_gettime(CLOCK_MONOTONIC) as the workloads call it between pages (numaw's now_s()): its
  * wall time, and the share of it charged as system time (a system call where the vDSO cannot
- * read the clocksource, e.g. HPET). */
-static void clock_read(int calls)
+ * read the clocksource, e.g. HPET), first on an otherwise idle machine (clock_ns), then with
+ * K = 1, 2, ... other CPUs spinning (clock_busy_K_ns, clock_busy_K_sys_share): under QEMU an
+ * HPET read is an emulated device access, which waits longer when the vCPUs outnumber the
+ * host's cores. */
+static double clock_calls(int calls, double *sys_share)
 {
-	pin_self_cpu(first_cpu(0));
 	struct rusage r0, r1;
 	getrusage(RUSAGE_THREAD, &r0);
 	double t0 = now_s();
@@ -665,7 +697,121 @@ static void clock_read(int calls)
 	getrusage(RUSAGE_THREAD, &r1);
 	double ut = (r1.ru_utime.tv_sec - r0.ru_utime.tv_sec) + (r1.ru_utime.tv_usec - r0.ru_utime.tv_usec) * 1e-6;
 	double st = (r1.ru_stime.tv_sec - r0.ru_stime.tv_sec) + (r1.ru_stime.tv_usec - r0.ru_stime.tv_usec) * 1e-6;
-	emit("cal clock_ns=%.1f clock_sys_share=%.4f", dt * 1e9 / (calls + 1), ut + st > 0 ? st / (ut + st) : 0);
+	*sys_share = ut + st > 0 ? st / (ut + st) : 0;
+	return dt * 1e9 / (calls + 1);
+}
+
+static void clock_read(int calls)
+{
+	int cpus[MAX_CPUS], nodes[MAX_CPUS], others[MAX_CPUS], n = 0;
+	int all = every_cpu(MAX_CPUS, cpus, nodes);
+	for (int i = 0; i < all; i++)
+		if (cpus[i] != first_cpu(0) && n < 8)
+			others[n++] = cpus[i];
+	pin_self_cpu(first_cpu(0));
+	double share;
+	double ns = clock_calls(calls, &share);
+	emit("cal clock_ns=%.1f clock_sys_share=%.4f", ns, share);
+	for (int k = 1; k <= n; k++) {
+		pthread_t th[8];
+		struct spinner sp[8];
+		spin_stop = 0;
+		for (int i = 0; i < k; i++) {
+			sp[i] = (struct spinner){others[i], i};
+			pthread_create(&th[i], thread_attr(), spin, &sp[i]);
+		}
+		sleep_s(0.05);
+		ns = clock_calls(calls, &share);
+		spin_stop = 1;
+		for (int i = 0; i < k; i++)
+			pthread_join(th[i], NULL);
+		emit("cal clock_busy_%d_ns=%.1f clock_busy_%d_sys_share=%.4f", k, ns, k, share);
+	}
+}
+
+/* A time-bound stream's clock reads as they cost and are accounted in a running workload: K+1
+ * threads, one per CPU, each crossing its own 64 MiB with remote_toucher.c's loop, first reading
+ * the clock once per MiB (256 pages) as the workloads do, then stopped by a flag instead; per read,
+ * the CPU time it adds and the system time the guest charges for it (tick-based: a tick that
+ * lands in the read's system call, which under QEMU waits for the emulated HPET). Emitted as
+ * clock_loop_K_ns and clock_loop_K_sys_ns, K = 0 .. CPUs - 1 other threads. */
+struct clocker {
+	int cpu, node, clock;
+	double secs, pages, user_s, sys_s;
+};
+
+static pthread_barrier_t clock_start;
+static volatile int clock_stop;
+
+static void *clock_stream(void *arg)
+{
+	struct clocker *c = arg;
+	pin_self_cpu(c->cpu);
+	const size_t bytes = 64UL << 20, block = 1UL << 20; /* as remote_toucher.c's default */
+	volatile char *p = node_buffer(bytes, c->node);
+	write_pages((char *)p, bytes);
+	pthread_barrier_wait(&clock_start);
+	struct rusage r0, r1;
+	getrusage(RUSAGE_THREAD, &r0);
+	double until = now_s() + c->secs;
+	unsigned long sum = 0;
+	long pages = 0;
+	/* remote_toucher.c's loop: the clock once per MiB (256 pages), or the stop flag */
+	for (size_t off = 0; c->clock ? now_s() < until : !clock_stop; off = (off + block) % bytes) {
+		for (size_t pg = off; pg < off + block; pg += PAGE) {
+			for (size_t l = 0; l < PAGE; l += 64)
+				sum += p[pg + l];
+			p[pg] = (char)sum;
+		}
+		pages += block / PAGE;
+	}
+	getrusage(RUSAGE_THREAD, &r1);
+	c->pages = pages;
+	c->user_s = (r1.ru_utime.tv_sec - r0.ru_utime.tv_sec) + (r1.ru_utime.tv_usec - r0.ru_utime.tv_usec) * 1e-6;
+	c->sys_s = (r1.ru_stime.tv_sec - r0.ru_stime.tv_sec) + (r1.ru_stime.tv_usec - r0.ru_stime.tv_usec) * 1e-6;
+	munmap((char *)p, bytes);
+	return NULL;
+}
+
+/* CPU and system ns per page of `n` threads' loops, with or without the clock */
+static void clock_round(const int *cpus, const int *nodes, int n, int clock, double secs, double *cpu_ns, double *sys_ns)
+{
+	pthread_t th[MAX_CPUS];
+	struct clocker c[MAX_CPUS];
+	clock_stop = 0;
+	pthread_barrier_init(&clock_start, NULL, n + 1);
+	for (int i = 0; i < n; i++) {
+		c[i] = (struct clocker){cpus[i], nodes[i], clock, secs, 0, 0, 0};
+		pthread_create(&th[i], thread_attr(), clock_stream, &c[i]);
+	}
+	pthread_barrier_wait(&clock_start);
+	if (!clock) {
+		sleep_s(secs);
+		clock_stop = 1;
+	}
+	double pages = 0, cpu = 0, sys = 0;
+	for (int i = 0; i < n; i++) {
+		pthread_join(th[i], NULL);
+		pages += c[i].pages;
+		cpu += c[i].user_s + c[i].sys_s;
+		sys += c[i].sys_s;
+	}
+	pthread_barrier_destroy(&clock_start);
+	*cpu_ns = pages > 0 ? cpu * 1e9 / pages : 0;
+	*sys_ns = pages > 0 ? sys * 1e9 / pages : 0;
+}
+
+static void clock_loop(double secs)
+{
+	int cpus[MAX_CPUS], nodes[MAX_CPUS];
+	int n = every_cpu(MAX_CPUS, cpus, nodes);
+	for (int k = 1; k <= n; k++) {
+		double cpu_a, sys_a, cpu_b, sys_b;
+		clock_round(cpus, nodes, k, 1, secs, &cpu_a, &sys_a);
+		clock_round(cpus, nodes, k, 0, secs, &cpu_b, &sys_b);
+		emit("cal clock_loop_%d_ns=%.1f clock_loop_%d_sys_ns=%.1f clock_loop_%d_page_ns=%.1f", k - 1,
+		     (cpu_a - cpu_b) * 256, k - 1, (sys_a - sys_b) * 256, k - 1, cpu_b);
+	}
 }
 
 static void *clone_returns(void *arg) { return arg; }
@@ -725,6 +871,7 @@ int main_calibrate(int argc, char **argv)
 	tick_share("stream", 2.0, 16UL << 20, 0, MAX_CPUS);
 	tick_share("stream_nb", 2.0, 16UL << 20, 1, MAX_CPUS);
 	clock_read(20000);
+	clock_loop(2.0);
 	emit("cal wall_s=%.3f", now_s() - t0);
 	return 0;
 }

@@ -80,6 +80,8 @@ int read_file(const char *path, char *buf, size_t cap); /* bytes read or -1 */
 long vmstat_get(const char *text, const char *name);    /* -1 if absent */
 long tlb_interrupts(long *per_cpu, int max, int *ncpu);  /* sum of the TLB: line, -1 if absent */
 long tlb_interrupts_file(const char *path, long *per_cpu, int max, int *ncpu);
+void kernel_profile_begin(void); /* kprofile.c: /proc/profile, when booted with profile= */
+void kernel_profile_end(void);
 
 /* workloads */
 int main_autonuma(const char *kind, int argc, char **argv);

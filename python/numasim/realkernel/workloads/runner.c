@@ -12,7 +12,7 @@
  *   nodefree (each node's MemFree), mem, place (where a process's buffers are, per address
  *   range and node, every place_ms, off by default: move_pages(2) of one page in 8), task (a
  *   thread's NUMA-balancing state from /proc/PID/task/TID/sched), start, exit (rusage),
- *   timeout, end. */
+ *   timeout, kprof (booted with profile=2: kprofile.c), end. */
 #include "nsw.h"
 
 #include <dirent.h>
@@ -684,6 +684,7 @@ int main_run(int argc, char **argv)
 	emit_vmstat_all("begin", 0.0);
 	emit_irq_rows("begin", "/proc/interrupts");
 	emit_irq_rows("begin", "/proc/softirqs");
+	kernel_profile_begin();
 	emit_sample(0.0);
 
 	double next = interval_ms / 1000.0, next_mem = mem_ms / 1000.0, next_maps = maps_ms / 1000.0;
@@ -753,6 +754,7 @@ int main_run(int argc, char **argv)
 	emit_vmstat_all("end", t);
 	emit_irq_rows("end", "/proc/interrupts");
 	emit_irq_rows("end", "/proc/softirqs");
+	kernel_profile_end();
 	/* the runner's own cost: its sampling preempts workload threads (docs/realkernel.md) */
 	struct rusage ru;
 	getrusage(RUSAGE_SELF, &ru);
