@@ -232,3 +232,28 @@ def test_the_ticks_own_kernel_work_is_reported_as_system_time():
     for bad in (1.0, -0.1):
         with pytest.raises(numasim.ScenarioError, match="tick_sys_share"):
             numasim.resolve(to_toml({**d, "machine": {**d["machine"], "tick_sys_share": bad}}))
+
+
+def test_loop_rates_and_clock_reads_come_from_their_own_loops():
+    # each numaw loop at its own rate: a whole-buffer memset (stream), a memset per page
+    # (page_store: a program's store op) and one load per cache line (touch: remote_toucher.c)
+    loops = {f"{what}_{i}_{j}": v for what, v in (("page_store", 3.8), ("touch", 15.8)) for i in (0, 1) for j in (0, 1)}
+    clock = {"clock_ns": 1400.0, "clock_sys_share": 0.9, "clock_busy_1_ns": 1800.0, "clock_busy_2_ns": 2400.0,
+             "clock_loop_0_ns": 3800.0, "clock_loop_0_sys_ns": 5200.0, "clock_loop_1_ns": -4000.0,
+             "clock_loop_1_sys_ns": 3800.0, "clock_loop_2_ns": -50.0, "clock_loop_2_sys_ns": -10.0}
+    c, how, missing = cal.costs({**FIGURES, **loops, **clock}, 2)
+    assert c["page_store_gibps"] == [[3.8, 3.8], [3.8, 3.8]] and c["touch_gibps"] == [[15.8, 15.8], [15.8, 15.8]]
+    assert c["stream_gibps"] == [[0.2836, 0.2954], [0.2701, 0.2607]]
+    # one figure per number of other busy CPUs: the read's time from the loop of reads alone and
+    # beside spinners, its system time from the toucher loops (a noisy negative one clamped)
+    assert c["clock_read_ns"] == [1400.0, 1800.0, 2400.0] and c["clock_read_sys_ns"] == [5200.0, 3800.0, 0.0]
+    # a boot before the loop measurement keeps the scenario's (its idle clock_gettime alone is
+    # charged far less system time per read than a workload's loop)
+    old = cal.costs({**FIGURES, "clock_ns": 1450.0, "clock_sys_share": 0.9}, 2)[0]
+    assert "clock_read_ns" not in old and "clock_read_sys_ns" not in old
+    c2, _, missing2 = cal.costs(FIGURES, 2)
+    assert {"touch_gibps", "page_store_gibps", "clock_read_ns", "clock_read_sys_ns"} <= set(missing2)
+    assert not {"touch_gibps", "clock_read_ns"} & set(c2)
+    d = cal.apply(scenario_dict("shared-processes-4k", "6.12"), {**FIGURES, **loops, **clock})
+    r = numasim.resolve(to_toml(d))["machine"]["cost"]
+    assert r["touch_gibps"] == [[15.8, 15.8], [15.8, 15.8]] and r["clock_read_sys_ns"] == [5200.0, 3800.0, 0.0]

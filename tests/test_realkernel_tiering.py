@@ -95,7 +95,9 @@ def test_a_memory_only_nodes_initiator_is_its_nearest_cpu_node():
                             ("machine.cost.latency_ns", [[100.0, 300.0, 200.0], [300.0, 100.0, 300.0],
                                                          [200.0, 300.0, 100.0]]),
                             ("machine.cost.node_bandwidth_gibps", [200.0, 50.0, 200.0]),
-                            ("machine.cost.stream_gibps", [[0.5] * 3] * 3)])
+                            ("machine.cost.stream_gibps", [[0.5] * 3] * 3),
+                            ("machine.cost.page_store_gibps", [[3.85] * 3] * 3),
+                            ("machine.cost.touch_gibps", [[15.6] * 3] * 3)])
     t = spec.topology(r)
     assert t["cpu_nodes"] == [0, 2] and t["initiator"] == {1: 2}
     s = qemu(r)

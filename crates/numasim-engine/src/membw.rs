@@ -3,7 +3,51 @@
 
 use crate::cost::{CostProfile, PAGE_SIZE};
 use crate::kernel::Kernel;
-use crate::workload::Op;
+use crate::workload::{Access, Op};
+
+/// What the loop of a thread's current op does per page, as far as its cost goes.
+#[derive(Clone, Copy, PartialEq)]
+enum Rate {
+    /// a memset of the whole range (`stream_gibps`)
+    Stream,
+    /// one memset per page (`page_store_gibps`)
+    PageStore,
+    /// one load per cache line (`touch_gibps`)
+    Touch,
+}
+
+#[derive(Clone, Copy)]
+struct StreamLoop {
+    rate: Rate,
+    /// Time-bound: the clock is read once per `CLOCK_READ_PAGES` pages reached.
+    clock: bool,
+}
+
+impl StreamLoop {
+    fn of(op: Option<&Op>, page_stores: bool) -> Self {
+        let store = if page_stores { Rate::PageStore } else { Rate::Stream };
+        match op {
+            // numaw's streaming pass: every line loaded, one byte stored (remote_toucher.c, a
+            // program's rmw op)
+            Some(Op::SweepFor { .. }) => StreamLoop { rate: Rate::Touch, clock: true },
+            Some(&Op::Stream { access, duration_ns, .. }) => StreamLoop { rate: if access == Access::Store { store } else { Rate::Touch }, clock: duration_ns > 0 },
+            _ => StreamLoop { rate: store, clock: false },
+        }
+    }
+
+    fn gibps(self, cost: &CostProfile) -> &Vec<Vec<f64>> {
+        match self.rate {
+            Rate::Stream => &cost.stream_gibps,
+            Rate::PageStore => &cost.page_store_gibps,
+            Rate::Touch => &cost.touch_gibps,
+        }
+    }
+
+    /// The row of the per-tick cost cache: CPU node, SMT shared or not, and the loop.
+    fn row(self, node: usize, alone: bool) -> usize {
+        12 * node + 6 * alone as usize + 2 * self.rate as usize + self.clock as usize
+    }
+}
 
 impl Kernel {
     /// Set `page_cost` (ns per page to each memory node) for every running task.
@@ -31,6 +75,8 @@ impl Kernel {
             std::mem::swap(&mut p.last_bytes, &mut p.cur_bytes);
             p.cur_bytes.fill(0.0);
             let total: f64 = p.last_bytes[..nr].iter().sum();
+            self.clock_reads_to_sys(t, total);
+            let p = &mut self.tasks[t];
             let single = matches!(p.program.get(p.pc), Some(Op::RandomAccess { .. }));
             let linear = match p.program.get(p.pc) {
                 Some(&Op::LinearAccess { overhead_ns, .. }) => Some(overhead_ns),
@@ -48,7 +94,8 @@ impl Kernel {
             } else {
                 mix.push((a, 1.0));
             }
-            let bw = |n: usize| CostProfile::bytes_per_ns(self.cost.stream_gibps[a][n]) * share;
+            let rates = StreamLoop::of(p.program.get(p.pc), p.page_stores).gibps(&self.cost);
+            let bw = |n: usize| CostProfile::bytes_per_ns(rates[a][n]) * share;
             let inv: f64 = mix.iter().map(|&(n, m)| m / bw(n)).sum();
             let rate = 1.0 / inv;
             for &(n, m) in &mix {
@@ -62,10 +109,16 @@ impl Kernel {
         // stored bytes a controller can take: each costs dram_bytes_per_store of DRAM traffic
         let node_slow: Vec<f64> = (0..nr).map(|n| (node_demand[n] / (CostProfile::bytes_per_ns(self.cost.node_bandwidth_gibps[n]) / self.cost.dram_bytes_per_store)).max(1.0)).collect();
         // the costs depend on the thread's node and SMT share only: one row per pair
-        let mut rows: Vec<Option<Vec<f64>>> = vec![None; 2 * nr];
+        let mut rows: Vec<Option<Vec<f64>>> = vec![None; 12 * nr];
+        let others = running.len().saturating_sub(1);
         for (i, &(c, t)) in running.iter().enumerate() {
             let a = self.cpu_node(c);
             let share = lone_rate[i];
+            let p = &self.tasks[t];
+            let lp = StreamLoop::of(p.program.get(p.pc), p.page_stores);
+            // an emulated clocksource's read costs more with more vCPUs busy
+            let (clock_ns, clock_sys) = if lp.clock { (self.cost.clock_read_ns.at(others), self.cost.clock_read_sys_ns.at(others)) } else { (0.0, 0.0) };
+            self.tasks[t].clock_sys_per_page = clock_sys / CostProfile::CLOCK_READ_PAGES;
             if let Some(overhead_ns) = walker[i] {
                 // pmbench linear: one latency-bound access per page crossed
                 let cost = &mut self.tasks[t].page_cost;
@@ -74,19 +127,36 @@ impl Kernel {
                 }
                 continue;
             }
-            let row = rows[2 * a + (share == 1.0) as usize].get_or_insert_with(|| {
+            let rates = lp.gibps(&self.cost);
+            let clock = clock_ns / CostProfile::CLOCK_READ_PAGES;
+            let row = rows[lp.row(a, share == 1.0)].get_or_insert_with(|| {
                 (0..nr)
                     .map(|n| {
                         let mut slow = node_slow[n];
                         if n != a {
                             slow = slow.max(link_demand[a * nr + n] / CostProfile::bytes_per_ns(self.cost.interconnect_gibps.gibps(a, n)));
                         }
-                        PAGE_SIZE / (CostProfile::bytes_per_ns(self.cost.stream_gibps[a][n]) * share) * slow
+                        PAGE_SIZE / (CostProfile::bytes_per_ns(rates[a][n]) * share) * slow + clock
                     })
                     .collect()
             });
             self.tasks[t].page_cost[..nr].copy_from_slice(row);
         }
+    }
+}
+
+impl Kernel {
+    /// The clock reads a time-bound stream made over `bytes` it streamed with them in its page
+    /// cost: the system time charged for them (a system call where the clocksource has no vDSO
+    /// reader) moves from the user time the stream was charged to system time.
+    pub fn clock_reads_to_sys(&mut self, t: usize, bytes: f64) {
+        let p = &mut self.tasks[t];
+        if p.clock_sys_per_page == 0.0 || bytes == 0.0 {
+            return;
+        }
+        let sys = bytes / PAGE_SIZE * p.clock_sys_per_page;
+        p.user_ns -= sys;
+        p.sys_ns += sys;
     }
 }
 

@@ -15,6 +15,8 @@ memory_gib_per_node = 1
 distances = [[10, 21], [21, 10]]
 [machine.cost]
 stream_gibps = [[2.0, 1.4], [1.4, 2.0]]
+page_store_gibps = [[2.0, 1.4], [1.4, 2.0]]
+touch_gibps = [[2.0, 1.4], [1.4, 2.0]]
 smt_share = 0.5
 latency_ns = [[100.0, 180.0], [180.0, 100.0]]
 node_bandwidth_gibps = [100.0, 100.0]
@@ -34,6 +36,8 @@ tlb_flush_local_one_ns = 100.0
 clone_ns = 0.0
 vm_exit_ns = 600.0
 ept_violation_ns = 2500.0
+clock_read_ns = 0.0
+clock_read_sys_ns = 0.0
 [[workload]]
 kind = "numa02"
 size_mib = 64

@@ -171,7 +171,9 @@ fn cost_table(n: usize) -> String {
     let v = |x: f64| format!("[{}]", vec![x.to_string(); n].join(", "));
     let d = format!("[{}]", (0..n).map(|a| format!("[{}]", (0..n).map(|b| if a == b { "10" } else { "21" }).collect::<Vec<_>>().join(", "))).collect::<Vec<_>>().join(", "));
     format!(
-        "distances = {d}\n[machine.cost]\nstream_gibps = {}\nsmt_share = 0.5\nlatency_ns = {}\nnode_bandwidth_gibps = {}\ndram_bytes_per_store = 2.0\ninterconnect_gibps = 40.0\nfault_entry_exit_ns = 900.0\nclear_page_ns = 350.0\npte_update_ns = 5.0\nhint_fault_ns = 1200.0\nmigrate_page_ns = 3000.0\npage_copy_gibps = 6.0\nipi_send_ns = 700.0\nipi_per_target_ns = 150.0\nipi_receive_ns = 1200.0\ntlb_flush_local_all_ns = 200.0\ntlb_flush_local_one_ns = 100.0\nclone_ns = 15000.0\nvm_exit_ns = 600.0\nept_violation_ns = 2500.0\n",
+        "distances = {d}\n[machine.cost]\nstream_gibps = {}\npage_store_gibps = {}\ntouch_gibps = {}\nsmt_share = 0.5\nlatency_ns = {}\nnode_bandwidth_gibps = {}\ndram_bytes_per_store = 2.0\ninterconnect_gibps = 40.0\nfault_entry_exit_ns = 900.0\nclear_page_ns = 350.0\npte_update_ns = 5.0\nhint_fault_ns = 1200.0\nmigrate_page_ns = 3000.0\npage_copy_gibps = 6.0\nipi_send_ns = 700.0\nipi_per_target_ns = 150.0\nipi_receive_ns = 1200.0\ntlb_flush_local_all_ns = 200.0\ntlb_flush_local_one_ns = 100.0\nclone_ns = 15000.0\nvm_exit_ns = 600.0\nept_violation_ns = 2500.0\nclock_read_ns = 22.0\nclock_read_sys_ns = 0.0\n",
+        m(2.5, 1.7),
+        m(2.5, 1.7),
         m(2.5, 1.7),
         m(100.0, 180.0),
         v(100.0)
@@ -542,5 +544,32 @@ fn numa02_converges_on_mesh_and_backplane_topologies() {
         let threads: Vec<_> = r.tasks.iter().filter(|t| t.tgid != t.pid).collect();
         let agree = threads.iter().filter(|t| t.preferred_nid.is_some() && t.preferred_nid == t.mem_node).count();
         assert!(agree * 10 >= threads.len() * 8, "{kind:?}: {agree} of {}", threads.len());
+    }
+}
+
+/// A time-bound stream reads the clock once per 256 pages (numaw's loops): each read costs
+/// `clock_read_ns` and is charged `clock_read_sys_ns` of system time (HPET: a system call), and
+/// more with more CPUs busy where the figures are given per number of other busy CPUs (an
+/// emulated HPET under QEMU). The toucher's loop crosses pages at `touch_gibps`, not at the
+/// memset rate, so the reads come as often as that rate says.
+#[test]
+fn a_time_bound_touchers_clock_reads_are_system_time_at_its_touch_rate() {
+    let sc = |clock_ns: &str, threads: usize| {
+        let sys_ns = clock_ns.replace("5000.0", "4000.0").replace("20000.0", "16000.0");
+        format!(
+            "[machine]\nprofile = \"intel-2s-128g\"\ncpus_per_node = 2\nsmt = 1\nmemory_gib_per_node = 2\n[machine.cost]\ntouch_gibps = [[8.0, 8.0], [8.0, 8.0]]\nnode_bandwidth_gibps = [1000.0, 1000.0]\ninterconnect_gibps = 1000.0\n\
+             clock_read_ns = {clock_ns}\nclock_read_sys_ns = {sys_ns}\n[kernel]\nnuma_balancing = false\n\
+             [[workload]]\nkind = \"remote_toucher\"\nsize_mib = 32\nthreads = {threads}\nduration_s = 2\nimage = \"none\"\n"
+        )
+    };
+    let touch_ns = 4096.0 / (8.0 * (1u64 << 30) as f64 / 1e9);
+    // each worker streams for 2 s: its reads' system time over its time per page
+    let want = |workers: f64, read_ns: f64| workers * 2.0 * (read_ns * 0.8 / 256.0) / (touch_ns + read_ns / 256.0);
+    for (threads, clock, read_ns) in [(1, "5000.0", 5000.0), (1, "[5000.0, 20000.0]", 5000.0), (2, "[5000.0, 20000.0]", 20000.0)] {
+        let (plain, clocked) = (run_toml(&sc("0.0", threads)), run_toml(&sc(clock, threads)));
+        let got = clocked.system_s - plain.system_s;
+        let want = want(threads as f64, read_ns);
+        assert!((got / want - 1.0).abs() < 0.03, "{threads} workers, clock_read_ns = {clock}: {got:.4} s of system time, the touch rate gives {want:.4} s");
+        assert!((clocked.user_s + clocked.system_s - plain.user_s - plain.system_s).abs() < 0.01, "the same CPU time, split otherwise");
     }
 }

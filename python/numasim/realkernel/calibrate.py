@@ -5,6 +5,13 @@ charges, in the QEMU guest of `numasim validate`; `costs()` turns its figures in
 constants of `[machine.cost]` (cost.rs), each one from the mechanism it stands for:
 
     stream_gibps         memset rate of a lone thread, [CPU node][memory node]
+    page_store_gibps     the same thread's memset of one 4 KiB page per call (a program's store op)
+    touch_gibps          the rate at which the same thread crosses pages loading one byte of
+                         every cache line (remote_toucher.c's loop: a program's load and rmw ops)
+    clock_read_ns        a time-bound stream's clock read (once per 256 pages): the CPU time it
+    clock_read_sys_ns    adds, and the system time the guest charges for it, per number of other
+                         CPUs (clock_busy_K_ns; clock_loop_K_sys_ns, K+1 threads running the
+                         toucher's loop); boots before 2026-11-28 keep the scenario's figures
     fault_entry_exit_ns  a read fault of an untouched page (it maps the zero page)
     clear_page_ns        a first touch beyond its fault entry/exit and its own store: the
                          engine charges do_anonymous_page's allocation, clear and map here;
@@ -42,19 +49,21 @@ GIB = 1 << 30
 MIN_HINT_FAULTS = 1000  # fewer and the per-fault figure is noise: hint_fault_ns is not measured
 
 # the constants `costs()` can set; the rest of [machine.cost] is not measured here
-MEASURED = ("stream_gibps", "clear_page_ns", "fault_entry_exit_ns", "page_copy_gibps", "pte_update_ns",
+MEASURED = ("stream_gibps", "page_store_gibps", "touch_gibps", "clock_read_ns", "clock_read_sys_ns", "clear_page_ns", "fault_entry_exit_ns", "page_copy_gibps", "pte_update_ns",
             "migrate_page_ns", "hint_fault_ns", "ipi_send_ns", "ipi_per_target_ns", "ipi_receive_ns",
             "clone_ns")
 
 
-def _stream(cal: dict, nodes: int) -> list:
-    local = cal.get("stream_0_0")
-    remote = cal.get("stream_0_1", local)
+def _stream(cal: dict, nodes: int, what: str = "stream") -> list:
+    """[CPU node][memory node] of `what`_I_J; pairs beyond the first two nodes take node 0's
+    local or remote figure."""
+    local = cal.get(f"{what}_0_0")
+    remote = cal.get(f"{what}_0_1", local)
     if not local or local <= 0:
-        raise RealKernelError("the calibration has no stream_0_0 (memset rate): cannot make a profile")
+        raise RealKernelError(f"the calibration has no {what}_0_0: cannot make a profile")
 
     def one(i, j):
-        v = cal.get(f"stream_{i}_{j}") or (local if i == j else remote)
+        v = cal.get(f"{what}_{i}_{j}") or (local if i == j else remote)
         return round(float(v), 4)
     return [[one(i, j) for j in range(nodes)] for i in range(nodes)]
 
@@ -65,6 +74,27 @@ def costs(cal: dict, nodes: int) -> tuple:
     out["stream_gibps"] = _stream(cal, nodes)
     how["stream_gibps"] = "memset of a 2 MiB-aligned buffer bound to the memory node, by one pinned thread"
     page_stream_ns = PAGE / (out["stream_gibps"][0][0] * GIB / 1e9)
+    if cal.get("touch_0_0") and cal.get("page_store_0_0"):  # numaw from 2026-11-28
+        out["page_store_gibps"] = _stream(cal, nodes, "page_store")
+        how["page_store_gibps"] = "program.c's store loop (one 4 KiB memset per page) by one pinned thread"
+        out["touch_gibps"] = _stream(cal, nodes, "touch")
+        how["touch_gibps"] = "remote_toucher.c's loop (one load per cache line, one store per page) by one pinned thread"
+    else:
+        missing += ["page_store_gibps", "touch_gibps"]
+    loops = [k for k in range(64) if f"clock_loop_{k}_sys_ns" in cal]
+    if cal.get("clock_ns") and loops and loops == list(range(len(loops))):
+        # the read's time: a loop of reads alone and with K other CPUs spinning; the system
+        # time charged per read: K+1 threads running remote_toucher.c's loop with a read per
+        # 256 pages, less the same loop without (their CPU time per read is within the noise
+        # of the host's scheduling, their system time is not)
+        busy = [float(cal["clock_ns"])] + [float(cal.get(f"clock_busy_{k}_ns", cal["clock_ns"])) for k in loops[1:]]
+        out["clock_read_ns"] = [round(max(v, 0.0), 1) for v in busy]
+        out["clock_read_sys_ns"] = [round(max(float(cal[f"clock_loop_{k}_sys_ns"]), 0.0), 1) for k in loops]
+        how["clock_read_ns"] = "clock_gettime(CLOCK_MONOTONIC) in a loop, alone and with K = 1, 2, ... other CPUs spinning"
+        how["clock_read_sys_ns"] = ("the system time getrusage charges per read to K+1 threads crossing pages with "
+                                    "remote_toucher.c's loop and a read per 256 pages, less the same loop without reads")
+    else:  # an older boot keeps the scenario's: a lone loop of reads is charged far less system time per read
+        missing += ["clock_read_ns", "clock_read_sys_ns"]
     if cal.get("zero_fault"):
         out["fault_entry_exit_ns"] = round(float(cal["zero_fault"]), 1)
         how["fault_entry_exit_ns"] = "read fault of an untouched page (maps the zero page: entry, walk, exit)"

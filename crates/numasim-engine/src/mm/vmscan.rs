@@ -548,6 +548,8 @@ mod tests {
                 .replace("[\"dram\", \"kmem\"]", "[\"dram\", \"kmem\", \"kmem\"]")
                 .replace("distances = [[10, 21], [21, 10]]", "distances = [[10, 21, 31], [21, 10, 31], [31, 31, 10]]")
                 .replace("stream_gibps = [[2.0, 1.4], [1.4, 2.0]]", "stream_gibps = [[2.0, 1.4, 1.0], [1.4, 2.0, 1.0], [1.0, 1.0, 2.0]]")
+                .replace("touch_gibps = [[2.0, 1.4], [1.4, 2.0]]", "touch_gibps = [[2.0, 1.4, 1.0], [1.4, 2.0, 1.0], [1.0, 1.0, 2.0]]")
+                .replace("page_store_gibps = [[2.0, 1.4], [1.4, 2.0]]", "page_store_gibps = [[2.0, 1.4, 1.0], [1.4, 2.0, 1.0], [1.0, 1.0, 2.0]]")
                 .replace("latency_ns = [[100.0, 180.0], [180.0, 100.0]]", "latency_ns = [[100.0, 180.0, 250.0], [180.0, 100.0, 250.0], [250.0, 250.0, 100.0]]")
                 .replace("node_bandwidth_gibps = [100.0, 100.0]", "node_bandwidth_gibps = [100.0, 100.0, 100.0]");
             let mut sim = crate::simulation::Simulation::new(&crate::scenario::parse_scenario(&text).expect("parses")).expect("builds");

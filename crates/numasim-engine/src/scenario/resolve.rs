@@ -447,6 +447,22 @@ mod tests {
         assert!(p.iter().any(|x| x.loc == "machine.cost.clone_ns" && x.kind == "invalid_value"), "{p:?}");
     }
 
+    /// The clock-read costs: a number or one per number of other busy CPUs; a negative cost or
+    /// an empty list is refused with the key named.
+    #[test]
+    fn clock_read_costs_take_a_number_or_a_list_per_busy_cpus() {
+        let full = crate::testutil::SMALL;
+        let with = |ns: &str, sys: &str| full.replace("clock_read_ns = 0.0", &format!("clock_read_ns = {ns}")).replace("clock_read_sys_ns = 0.0", &format!("clock_read_sys_ns = {sys}"));
+        assert!(parse_scenario(&with("[1400.0, 2500.0, 13000.0]", "[1300.0, 2600.0, 15000.0]")).is_ok());
+        assert!(parse_scenario(&with("22.0", "0.0")).is_ok());
+        for (ns, share, key) in [("-1.0", "0.0", "clock_read_ns"), ("[]", "0.0", "clock_read_ns"), ("22.0", "-5.0", "clock_read_sys_ns"), ("22.0", "[0.5, nan]", "clock_read_sys_ns")] {
+            let p = problems(&with(ns, share));
+            assert!(p.iter().any(|x| x.loc == format!("machine.cost.{key}") && x.kind == "invalid_value"), "{ns} {share}: {p:?}");
+        }
+        let e = parse_scenario(&full.replace("clock_read_ns = 0.0\n", "")).unwrap_err().to_string();
+        assert!(e.contains("clock_read_ns"), "{e}");
+    }
+
     #[test]
     fn workload_larger_than_the_machine_is_refused() {
         let p = problems("[machine]\nmemory_gib_per_node = 1\n[[workload]]\nkind = \"numa01\"\n");

@@ -210,6 +210,8 @@ fn check_cost(c: &crate::cost::CostProfile, nodes: usize, p: &mut Problems) {
         }
     };
     square("stream_gibps", &c.stream_gibps);
+    square("page_store_gibps", &c.page_store_gibps);
+    square("touch_gibps", &c.touch_gibps);
     square("latency_ns", &c.latency_ns);
     let link = match &c.interconnect_gibps {
         Interconnect::Uniform(v) => *v,
@@ -250,6 +252,15 @@ fn check_cost(c: &crate::cost::CostProfile, nodes: usize, p: &mut Problems) {
     for (name, v) in non_negative {
         if !(v >= 0.0 && v.is_finite()) {
             p.push(ScenarioProblem::new(format!("machine.cost.{name}"), "invalid_value", format!("must be >= 0, got {v}")));
+        }
+    }
+    for (name, v) in [("clock_read_ns", &c.clock_read_ns), ("clock_read_sys_ns", &c.clock_read_sys_ns)] {
+        if v.values().is_empty() || v.values().iter().any(|x| !(*x >= 0.0 && x.is_finite())) {
+            p.push(ScenarioProblem::new(
+                format!("machine.cost.{name}"),
+                "invalid_value",
+                format!("must be a number >= 0, or a non-empty list of them (one per number of other busy CPUs), got {:?}", v.values()),
+            ));
         }
     }
 }

@@ -100,6 +100,12 @@ pub struct Task {
     pub cur_bytes: Vec<f64>,
     /// ns per page to each memory node this tick, after contention and SMT sharing.
     pub page_cost: Vec<f64>,
+    /// Its store streams memset one page per call (a `program`'s threads: `page_store_gibps`),
+    /// not a whole range at once (`stream_gibps`).
+    pub page_stores: bool,
+    /// System time per page of the clock reads `page_cost` includes (a time-bound stream's:
+    /// membw.rs, StreamLoop), ns.
+    pub clock_sys_per_page: f64,
     /// Small pages the thread touches all the time it runs (its stack, its arguments):
     /// (VMA, page, written).
     pub hot: Vec<(usize, u64, bool)>,

@@ -273,6 +273,8 @@ pub(crate) fn new_task(k: &mut Kernel, mm: usize, comm: &str, workload: usize, p
         last_bytes: vec![0.0; k.topo.nr_nodes],
         cur_bytes: vec![0.0; k.topo.nr_nodes],
         page_cost: vec![0.0; k.topo.nr_nodes],
+        clock_sys_per_page: 0.0,
+        page_stores: false,
         hot: Vec::new(),
     });
     if let Some(p) = parent {

@@ -339,10 +339,13 @@ impl ProgramSpec {
             if let Some(a) = affinity_of(k, ps.node, &ps.cpus, None) {
                 k.tasks[main].allowed = a;
             }
+            // numaw's program.c stores with one memset per page
+            k.tasks[main].page_stores = true;
             for ts in &ps.threads {
                 let prog = self.ops(k, &ts.ops, &vmas);
                 for i in 0..ts.count {
                     let t = new_task(k, mm, comm, index, prog.clone(), Some(main), 0);
+                    k.tasks[t].page_stores = true;
                     k.tasks[t].allowed = affinity_of(k, ts.node, &ts.cpus, Some(i)).unwrap_or_else(|| k.tasks[main].allowed.clone());
                 }
             }
