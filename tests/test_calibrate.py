@@ -257,3 +257,23 @@ def test_loop_rates_and_clock_reads_come_from_their_own_loops():
     d = cal.apply(scenario_dict("shared-processes-4k", "6.12"), {**FIGURES, **loops, **clock})
     r = numasim.resolve(to_toml(d))["machine"]["cost"]
     assert r["touch_gibps"] == [[15.8, 15.8], [15.8, 15.8]] and r["clock_read_sys_ns"] == [5200.0, 3800.0, 0.0]
+
+
+@pytest.mark.parametrize("name", ["shared-processes-4k", "overloaded-node-4k", "two-processes-4k"])
+def test_validation_loop_and_clock_costs_are_the_shipped_calibrations_medians(name):
+    # the figures the validation scenarios cite come from the calibration boots shipped beside
+    # them (validation/calibrations/): a changed scenario or file without the other fails here
+    import json
+    import statistics
+
+    data = json.loads((REPO / "python" / "numasim" / "validation" / "calibrations" / "2026-11-28.json").read_text())
+    figs = [b["calibration"] for b in data["boots"]]
+    assert len(figs) == 4 and {b["kernel_choice"] for b in data["boots"]} == {"6.1", "6.12"}
+    med = lambda key: statistics.median(f[key] for f in figs)  # noqa: E731
+    pairs = lambda what: statistics.median(f[f"{what}_{i}_{j}"] for f in figs for i in (0, 1) for j in (0, 1))  # noqa: E731
+    cost = numasim.resolve(to_toml(scenario_dict(name, "6.12")))["machine"]["cost"]
+    assert cost["touch_gibps"][0][1] == pytest.approx(pairs("touch"), abs=0.05)
+    assert cost["page_store_gibps"][1][0] == pytest.approx(pairs("page_store"), abs=0.05)
+    busy = [med("clock_ns")] + [med(f"clock_busy_{k}_ns") for k in (1, 2, 3)]
+    assert cost["clock_read_ns"] == pytest.approx(busy, abs=1.0)
+    assert cost["clock_read_sys_ns"] == pytest.approx([med(f"clock_loop_{k}_sys_ns") for k in range(4)], abs=1.0)
