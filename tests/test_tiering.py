@@ -173,6 +173,8 @@ distances = {matrix(dist)}
 latency_ns = {matrix(lambda i, j: 90.0 if i == j else 140.0 if i < 8 and j < 8 else 270.0)}
 node_bandwidth_gibps = {[143.0] * 8 + [30.0] * 8}
 stream_gibps = {matrix(lambda i, j: 12.0 if i == j else 8.0 if j < 8 else 5.0)}
+page_store_gibps = {matrix(lambda i, j: 12.0 if i == j else 8.0 if j < 8 else 5.0)}
+touch_gibps = {matrix(lambda i, j: 12.0 if i == j else 8.0 if j < 8 else 5.0)}
 [[workload]]
 kind = "memory_eater"
 size_gib = 0.8
