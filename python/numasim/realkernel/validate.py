@@ -260,7 +260,9 @@ def register(subparsers, command) -> None:
                     help="trace every NUMA hint fault in the VM (kprobe on task_numa_fault: vm.json "
                          "fault_kinds, per thread, 100 ms and kind) and each task_numa_work call with the "
                          "scanning thread's scan period (numa_events `numa_work`), and who moves the per-CPU "
-                         "LRU add batches (kprobe on folio_batch_move_lru: vm.json lru_moves); slows hint faults")
+                         "LRU add batches (kprobe on folio_batch_move_lru: vm.json lru_moves), and where the "
+                         "clocksource is HPET who reads it (hist triggers on a kprobe on read_hpet: vm.json "
+                         "kernel_profile.clock_read_hist); slows hint faults and clock reads")
     sp.add_argument("--kernel-profile", action="store_true",
                     help="boot with profile=2 and report the kernel functions that the CPUs' kernel-mode ticks "
                          "interrupted over the run (/proc/profile, the ticks counted as system time): vm.json "

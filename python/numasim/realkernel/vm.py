@@ -117,9 +117,10 @@ if [ -d $T/events/sched ]; then
     # kind), and each task_numa_work call (entry and return) with the words before p->numa_work in task_struct
     # (numa_scan_seq, numa_scan_period, numa_scan_period_max, numa_preferred_nid: their
     # offsets differ between releases, so five words are read and console.py picks them)
-    # `validate --kernel-profile`: who reads the clocksource when it is HPET (a system call per
-    # read, no vDSO): its callers' stacks and tasks, counted in the kernel (hist triggers)
-    if [ "$KERNEL_PROFILE" = 1 ] && grep -q ' read_hpet$' /proc/kallsyms &&
+    # `validate --trace-faults`: who reads the clocksource when it is HPET (a system call per
+    # read, no vDSO): its callers' stacks and tasks, counted in the kernel (hist triggers; the
+    # stack walk per read slows each read several times, so not with --kernel-profile alone)
+    if [ "$TRACE_FAULTS" = 1 ] && grep -q ' read_hpet$' /proc/kallsyms &&
        echo 'p:clock_read read_hpet' >> $T/kprobe_events 2>/dev/null; then
         echo 'hist:keys=common_pid.execname:vals=hitcount:sort=hitcount.descending' > $T/events/kprobes/clock_read/trigger
         echo 'hist:keys=stacktrace:vals=hitcount:sort=hitcount.descending' >> $T/events/kprobes/clock_read/trigger 2>/dev/null ||
