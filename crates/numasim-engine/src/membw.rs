@@ -158,6 +158,14 @@ impl Kernel {
         p.user_ns -= sys;
         p.sys_ns += sys;
     }
+
+    /// The clock reads of the bytes a task streamed since the last bandwidth tick: at its exit,
+    /// or at a run's end when it is cut off at `max_sim_s`.
+    pub fn settle_clock_reads(&mut self, t: usize) {
+        let streamed = self.tasks[t].cur_bytes.iter().sum();
+        self.clock_reads_to_sys(t, streamed);
+        self.tasks[t].cur_bytes.fill(0.0);
+    }
 }
 
 #[cfg(test)]

@@ -167,6 +167,12 @@ impl Simulation {
 
     pub fn finish(mut self) -> Result<RunResult> {
         while self.step()? {}
+        // a run cut off at max_sim_s: its running tasks' last clock reads
+        for t in 0..self.k.tasks.len() {
+            if self.k.tasks[t].state != TaskState::Exited {
+                self.k.settle_clock_reads(t);
+            }
+        }
         let completed = self.k.tasks.iter().all(|t| t.state == TaskState::Exited);
         Ok(RunResult::collect(&self.scenario, &self.k, self.samples, completed, self.tick_no))
     }

@@ -573,3 +573,32 @@ fn a_time_bound_touchers_clock_reads_are_system_time_at_its_touch_rate() {
         assert!((clocked.user_s + clocked.system_s - plain.user_s - plain.system_s).abs() < 0.01, "the same CPU time, split otherwise");
     }
 }
+
+/// A run cut off at `max_sim_s` while a time-bound stream runs still charges the clock reads it
+/// made up to the cut, the last bandwidth tick's included: the reads' system time is the full
+/// run's rate times the time streamed.
+#[test]
+fn a_run_cut_off_mid_stream_charges_the_clock_reads_made_before_the_cut() {
+    let sc = |clock_ns: &str, max_s: f64| {
+        format!(
+            "[machine]\nprofile = \"intel-2s-128g\"\ncpus_per_node = 2\nsmt = 1\nmemory_gib_per_node = 2\n[machine.cost]\ntouch_gibps = [[8.0, 8.0], [8.0, 8.0]]\nnode_bandwidth_gibps = [1000.0, 1000.0]\ninterconnect_gibps = 1000.0\n\
+             clock_read_ns = {clock_ns}\nclock_read_sys_ns = {clock_ns}\n[kernel]\nnuma_balancing = false\n[run]\nmax_sim_s = {max_s}\n\
+             [[workload]]\nkind = \"remote_toucher\"\nsize_mib = 32\nthreads = 1\nduration_s = 2\nimage = \"none\"\n"
+        )
+    };
+    let times = |clock_ns: &str, max_s: f64| {
+        let r = run(&parse_scenario(&sc(clock_ns, max_s)).expect("scenario parses")).expect("run succeeds");
+        assert_eq!(r.completed, max_s > 2.5, "a run cut at {max_s} s is not reported finished");
+        (r.user_s, r.system_s)
+    };
+    // the full run: its reads' system time per second streamed, and the CPU time before the stream
+    let (plain, clocked) = (times("0.0", 10.0), times("5000.0", 10.0));
+    let per_s = (clocked.1 - plain.1) / 2.0;
+    let setup = plain.0 + plain.1 - 2.0;
+    // within half a tick (HZ=250) of streaming: a lost last tick is 4 ms of reads short
+    for max_s in [0.05, 0.5] {
+        let cut = times("5000.0", max_s).1 - times("0.0", max_s).1;
+        let want = per_s * (max_s - setup);
+        assert!((cut - want).abs() < per_s * 0.002, "cut at {max_s} s: {cut:.6} s of clock-read system time, {want:.6} s for {:.3} s streamed", max_s - setup);
+    }
+}

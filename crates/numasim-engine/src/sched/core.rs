@@ -217,9 +217,7 @@ impl Kernel {
 
     // kernel/exit.c: do_exit
     pub fn task_exit(&mut self, t: usize, used_ns: f64) {
-        let streamed = self.tasks[t].cur_bytes.iter().sum();
-        self.clock_reads_to_sys(t, streamed);
-        self.tasks[t].cur_bytes.fill(0.0);
+        self.settle_clock_reads(t);
         self.tasks[t].state = TaskState::Exited;
         self.task_numa_free(t);
         self.tasks[t].mem_node_at_exit = crate::result::sweep_mem_node(self, t);
