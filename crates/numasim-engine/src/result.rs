@@ -33,11 +33,11 @@ impl Samples {
     /// Per-task nodes and the page-placement map (from the 2 MiB block summaries, not pages).
     pub fn record_placement(&mut self, k: &Kernel) {
         let i = self.time_ns.len().saturating_sub(1);
-        for t in k.tasks.iter().filter(|t| !matches!(t.state, TaskState::NotStarted | TaskState::Exited)) {
+        for t in k.tasks.iter().filter(|t| !t.background && !matches!(t.state, TaskState::NotStarted | TaskState::Exited)) {
             let pref = t.numa.preferred_nid.map_or(-1, |n| n as i8);
             self.tasks.push((i, t.pid, t.tgid, k.topo.cpu_node[t.cpu] as u8, pref));
         }
-        for m in k.mms.iter().filter(|m| m.users > 0) {
+        for m in k.mms.iter().filter(|m| m.users > 0 && !m.background) {
             // the memory the workload mapped, not the program's image
             let mut image = vec![0u64; k.topo.nr_nodes];
             for v in m.vmas.iter().filter(|v| v.image) {
@@ -75,7 +75,7 @@ impl Samples {
         let i = self.time_ns.len();
         self.time_ns.push(k.now);
         self.vmstat.push(k.vmstat.0);
-        for m in k.mms.iter().filter(|m| m.users > 0) {
+        for m in k.mms.iter().filter(|m| m.users > 0 && !m.background) {
             for n in 0..k.topo.nr_nodes {
                 self.memory.push((i, m.tgid, n, m.node_pages[n]));
             }
@@ -227,13 +227,16 @@ fn latency_json(h: &[f64]) -> Value {
 
 impl RunResult {
     pub fn collect(s: &Scenario, k: &Kernel, samples: Samples, completed: bool, ticks: u64) -> Self {
-        let started = k.tasks.iter().filter(|t| t.start_ns > 0 || t.exit_ns > 0 || t.sum_exec_runtime > 0);
+        // what is measured: every task but the background ones (the sampler)
+        let measured = k.tasks.iter().filter(|t| !t.background);
+        let started = measured.clone().filter(|t| t.start_ns > 0 || t.exit_ns > 0 || t.sum_exec_runtime > 0);
         let first = started.clone().map(|t| t.start_ns).min().unwrap_or(0);
-        let last = k.tasks.iter().map(|t| t.exit_ns).max().unwrap_or(0).max(if completed { 0 } else { k.now });
+        let last = measured.map(|t| t.exit_ns).max().unwrap_or(0).max(if completed { 0 } else { k.now });
         let processes = k
             .mms
             .iter()
             .enumerate()
+            .filter(|&(i, _)| !k.tasks.iter().any(|t| t.mm == i && t.background))
             .map(|(i, m)| {
                 let ts: Vec<_> = k.tasks.iter().filter(|t| t.mm == i).collect();
                 let start = ts.iter().map(|t| t.start_ns).min().unwrap_or(0);
@@ -255,7 +258,7 @@ impl RunResult {
             })
             .collect::<Vec<_>>();
         let tasks = (0..k.tasks.len())
-            .filter(|&t| k.tasks[t].sum_exec_runtime > 0)
+            .filter(|&t| k.tasks[t].sum_exec_runtime > 0 && !k.tasks[t].background)
             .map(|t| {
                 let p = &k.tasks[t];
                 TaskResult {

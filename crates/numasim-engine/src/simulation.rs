@@ -138,7 +138,8 @@ impl Simulation {
             }
         }
         k.now += k.tick_ns;
-        let all_exited = k.tasks.iter().all(|t| t.state == TaskState::Exited);
+        // the run is over when every task but the background ones (the sampler) has exited
+        let all_exited = k.tasks.iter().all(|t| t.background || t.state == TaskState::Exited);
         if k.now >= self.next_sample || all_exited {
             invariants::check_counters(k)?;
             self.samples.record(k);
@@ -173,7 +174,7 @@ impl Simulation {
                 self.k.settle_clock_reads(t);
             }
         }
-        let completed = self.k.tasks.iter().all(|t| t.state == TaskState::Exited);
+        let completed = self.k.tasks.iter().all(|t| t.background || t.state == TaskState::Exited);
         Ok(RunResult::collect(&self.scenario, &self.k, self.samples, completed, self.tick_no))
     }
 }

@@ -73,6 +73,8 @@ pub struct Mm {
     /// Resident pages per node (what numa_maps / autonuma-benchmark's nmstat sum up).
     pub node_pages: [u64; MAX_NODES],
     pub exited: bool,
+    /// The sampler's (workload/sampler.rs): not in the run's series.
+    pub background: bool,
     /// mm_cpumask: CPUs that may hold translations of this mm.
     pub cpumask: Vec<bool>,
     /// v6.14+: next time (ns) a flush may IPI stale cpumask members to trim them.
@@ -109,6 +111,7 @@ impl Mm {
             node_pages: [0; MAX_NODES],
             shared_pages: [0; MAX_NODES],
             exited: false,
+            background: false,
             cpumask: vec![false; nr_cpus],
             next_trim_cpumask: 0,
             sampler: None,

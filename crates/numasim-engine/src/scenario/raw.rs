@@ -138,6 +138,10 @@ pub struct RawWorkload {
     pub memory_mib: Option<i64>,
     pub pinned_fraction: Option<f64>,
     pub image: Option<String>,
+    /// `sampler`: its CPU time per sample, and per numa_maps read and how often.
+    pub busy_ms: Option<f64>,
+    pub maps_ms_per_gib: Option<f64>,
+    pub maps_interval_s: Option<f64>,
     /// `program`: its buffers and processes.
     pub buffer: Option<Vec<RawBuffer>>,
     pub process: Option<Vec<RawProcess>>,
@@ -225,6 +229,9 @@ impl RawWorkload {
             ("to", self.to.is_some()),
             ("loops", self.loops.is_some()),
             ("interval_s", self.interval_s.is_some()),
+            ("busy_ms", self.busy_ms.is_some()),
+            ("maps_ms_per_gib", self.maps_ms_per_gib.is_some()),
+            ("maps_interval_s", self.maps_interval_s.is_some()),
             ("processes", self.processes.is_some()),
             ("set_mib", self.set_mib.is_some()),
             ("map_mib", self.map_mib.is_some()),

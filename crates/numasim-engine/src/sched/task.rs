@@ -109,6 +109,12 @@ pub struct Task {
     /// Small pages the thread touches all the time it runs (its stack, its arguments):
     /// (VMA, page, written).
     pub hot: Vec<(usize, u64, bool)>,
+    /// Not part of what is measured (the sampler): the run ends without it, and its CPU time
+    /// is not in the run's times.
+    pub background: bool,
+    /// CPU time left of the sampler's current sample, ns, and the samples it has begun.
+    pub busy_left_ns: f64,
+    pub samples_begun: u64,
 }
 
 impl Task {

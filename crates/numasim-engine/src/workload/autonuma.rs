@@ -276,6 +276,9 @@ pub(crate) fn new_task(k: &mut Kernel, mm: usize, comm: &str, workload: usize, p
         clock_sys_per_page: 0.0,
         page_stores: false,
         hot: Vec::new(),
+        background: false,
+        busy_left_ns: 0.0,
+        samples_begun: 0,
     });
     if let Some(p) = parent {
         k.tasks[p].children.push(t);

@@ -251,6 +251,11 @@ impl Kernel {
                         self.tasks[t].sweep = SweepState::default();
                     }
                 }
+                Op::Sample { .. } => {
+                    if self.sampler_step(t, op, &mut b) {
+                        break;
+                    }
+                }
                 Op::Join => {
                     let done = self.tasks[t].children.iter().all(|&c| self.tasks[c].state == TaskState::Exited);
                     if done {

@@ -11,6 +11,7 @@ pub mod pmbench;
 pub mod program;
 pub mod random;
 pub mod remote_toucher;
+pub mod sampler;
 pub mod stream;
 pub mod xfsrepair;
 
@@ -67,6 +68,11 @@ pub enum Op {
     /// `vma`, accessed as `access` says, `passes` times, or until `duration_ns` after the op
     /// started when that is nonzero.
     Stream { vma: usize, first: u64, npages: u64, stride: u64, access: Access, passes: u32, duration_ns: u64 },
+    /// The sampler's loop (sampler.rs), for ever: every `interval_ns` from its start it takes
+    /// `busy_ns` of system time (reading /proc, writing its lines), and every `maps_every`-th
+    /// sample `maps_ns_per_gib` more per GiB the other processes map (numa_maps), then sleeps
+    /// to the next sample.
+    Sample { interval_ns: u64, busy_ns: u64, maps_every: u32, maps_ns_per_gib: u64 },
 }
 
 /// What a `program` stream does to each page it reaches.
@@ -93,6 +99,7 @@ pub enum WorkloadSpec {
     RemoteToucher(remote_toucher::RemoteToucherSpec),
     KvmGuest(kvm_guest::KvmGuestSpec),
     Program(program::ProgramSpec),
+    Sampler(sampler::SamplerSpec),
 }
 
 impl WorkloadSpec {
@@ -107,6 +114,7 @@ impl WorkloadSpec {
             WorkloadSpec::RemoteToucher(r) => r.size_mib * 256,
             WorkloadSpec::KvmGuest(g) => g.footprint_pages(),
             WorkloadSpec::Program(g) => g.footprint_pages(),
+            WorkloadSpec::Sampler(_) => 0,
         }
     }
 
@@ -133,6 +141,7 @@ impl WorkloadSpec {
             WorkloadSpec::RemoteToucher(r) => r.build(k, index),
             WorkloadSpec::KvmGuest(g) => g.build(k, index, rng),
             WorkloadSpec::Program(g) => g.build(k, index),
+            WorkloadSpec::Sampler(s) => s.build(k, index),
         }
     }
 }
@@ -151,9 +160,10 @@ pub fn resolve(w: &RawWorkload, i: usize, nr_workloads: usize, topo: &Topology, 
         "kvm_guest" => kvm_guest::KvmGuestSpec::resolve(w, i, topo, p).map(WorkloadSpec::KvmGuest),
         "remote_toucher" => remote_toucher::RemoteToucherSpec::resolve(w, i, topo, p).map(WorkloadSpec::RemoteToucher),
         "program" => program::ProgramSpec::resolve(w, i, topo, p).map(WorkloadSpec::Program),
+        "sampler" => sampler::SamplerSpec::resolve(w, i, p).map(WorkloadSpec::Sampler),
         _ => {
             let mut kinds: Vec<&str> = autonuma::KINDS.to_vec();
-            kinds.extend(["kvm_guest", "memory_eater", "migratepages", "move_pages", "pmbench", "program", "remote_toucher", "xfs_repair"]);
+            kinds.extend(["kvm_guest", "memory_eater", "migratepages", "move_pages", "pmbench", "program", "remote_toucher", "sampler", "xfs_repair"]);
             p.push(ScenarioProblem::new(format!("workload[{i}].kind"), "invalid_value", format!("unknown workload kind `{}`, expected one of {}", w.kind, kinds.join(", "))));
             None
         }

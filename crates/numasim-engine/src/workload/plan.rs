@@ -74,7 +74,7 @@ fn op_ns(op: &Op, t: &Task, page_ns: f64) -> f64 {
         Op::SleepUntil(at) => at.saturating_sub(t.start_ns) as f64,
         Op::SleepFor(ns) | Op::DirectIo { ns, .. } => ns as f64,
         Op::MigratePages { .. } | Op::MovePages { .. } => SYSCALL_NS,
-        Op::SetPolicy(_) | Op::SetAffinity(_) | Op::SetCpus(_) | Op::Exec | Op::Spawn | Op::Join | Op::PinLongterm { .. } => 0.0,
+        Op::SetPolicy(_) | Op::SetAffinity(_) | Op::SetCpus(_) | Op::Exec | Op::Spawn | Op::Join | Op::PinLongterm { .. } | Op::Sample { .. } => 0.0,
     }
 }
 
