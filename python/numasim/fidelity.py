@@ -458,14 +458,14 @@ def load_results(paths: list) -> list:
     return out
 
 
-def simulate_boots(boots: list, jobs: int = 2, status=None) -> dict:
+def simulate_boots(boots: list, jobs: int = 2, status=None, with_sampler: bool = True) -> dict:
     """{index: Result} of every boot simulated again (as validate --calibrate); a run that
     fails is an error naming the boot."""
     from numasim.experiments.registry import run_many
     from numasim.realkernel import bootdata
     from numasim.scenario import to_toml
 
-    scenarios = {f"{i + 1:02d} {b['scenario']} {b['kernel']}": to_toml(bootdata.scenario(b))
+    scenarios = {f"{i + 1:02d} {b['scenario']} {b['kernel']}": to_toml(bootdata.scenario(b, with_sampler))
                  for i, b in enumerate(boots)}
     line = status(list(scenarios)) if status is not None and scenarios else None
     try:
@@ -485,7 +485,7 @@ def simulate_boots(boots: list, jobs: int = 2, status=None) -> dict:
 # ---------------------------------------------------------------- command
 
 
-def build(results: list | None, boots: list | None, jobs: int = 2, status=None) -> tuple:
+def build(results: list | None, boots: list | None, jobs: int = 2, status=None, with_sampler: bool = True) -> tuple:
     """(figures, report) of experiment results and shipped boots (either may be None: left
     out). Boots whose shipped scenario changed since they ran are listed, not compared."""
     from numasim.experiments import registry
@@ -507,7 +507,7 @@ def build(results: list | None, boots: list | None, jobs: int = 2, status=None) 
                 stale.append({"scenario": b["scenario"], "kernel": b["kernel"], "boot": b["boot"], "changed": changed})
             else:
                 current.append(b)
-        sims = simulate_boots(current, jobs=jobs, status=status)
+        sims = simulate_boots(current, jobs=jobs, status=status, with_sampler=with_sampler)
         f, r = vm_figures(current, sims, derived)
         figures += f
         rule.update(r)
@@ -532,7 +532,8 @@ def cmd_fidelity(args) -> int:
         boots = bootdata.load()
         _note(f"fidelity: simulating {len(boots)} real-kernel boots again")
     figures, rep = build(results, boots, jobs=args.jobs,
-                         status=runs_status(args, "fidelity: real-kernel boots") if boots else None)
+                         status=runs_status(args, "fidelity: real-kernel boots") if boots else None,
+                         with_sampler=not args.no_sampler)
     if args.json:
         print(json.dumps(rep, indent=1))
     else:
@@ -569,6 +570,8 @@ def register(subparsers, command) -> None:
     sp.add_argument("--only", choices=["changelogs", VM],
                     help="only the seed changelogs' figures, or only the real-kernel boots'")
     sp.add_argument("--json", action="store_true", help="print every figure and the summary as JSON")
+    sp.add_argument("--no-sampler", action="store_true",
+                    help="simulate each boot without the VM's runner beside the workload (`validate --no-sampler`)")
     from numasim.cli_parser import JOBS_HELP
 
     sp.add_argument("--jobs", "-j", type=int, metavar="J", help=JOBS_HELP)

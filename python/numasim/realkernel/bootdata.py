@@ -37,7 +37,7 @@ def results_dir() -> Path:
 def trim(raw: dict) -> dict:
     """The part of a (VM or simulated) result that compare.compare's numeric metrics read:
     the totals, times, the TLB interrupt line, each syscall's return value and TLB
-    interrupts, and the sampled series of PTE updates, hint faults and scan sequence numbers.
+    interrupts, the runner's own CPU time, and the sampled series of PTE updates, hint faults and scan sequence numbers.
     Placement (series.tasks, numa_events) is left out: it is categorical, not a ratio."""
     from numasim.realkernel.compare import TOTALS
 
@@ -54,6 +54,9 @@ def trim(raw: dict) -> dict:
     tlb = (raw.get("interrupts") or {}).get("TLB")
     if tlb is not None:
         out["interrupts"] = {"TLB": {"total": int(tlb["total"])}}
+    runner = (raw.get("source") or {}).get("runner")
+    if runner:  # the runner's own CPU time: the simulated sampler's costs (realkernel/sampler.py)
+        out["source"] = {"runner": dict(runner)}
     if raw.get("syscalls"):
         out["syscalls"] = [{k: c[k] for k in SYSCALL_KEYS if k in c} for c in raw["syscalls"]]
     if raw.get("memory_tiers"):
@@ -184,14 +187,16 @@ def vm_result(boot: dict):
     return Result(json.dumps(boot["vm"]))
 
 
-def scenario(boot: dict) -> dict:
+def scenario(boot: dict, with_sampler: bool = True) -> dict:
     """The shipped scenario as `validate --calibrate` simulates this boot: the kernel's
-    profile, the numaw process image, and the costs this boot measured."""
-    from numasim.realkernel import calibrate
+    profile, the numaw process image, and the costs this boot measured (`with_sampler`: and the
+    VM's runner beside the workload, realkernel/sampler.py)."""
+    from numasim.realkernel import calibrate, sampler
     from numasim.realkernel.validate import scenario_dict
 
     d = scenario_dict(boot["scenario"], boot["kernel"])
-    return calibrate.apply(d, boot["calibration"])
+    d = calibrate.apply(d, boot["calibration"])
+    return sampler.add(d, boot.get("vm")) if with_sampler else d
 
 
 def stale(boot: dict) -> list:

@@ -42,6 +42,8 @@ def workload_lines(resolved: dict) -> list:
     lines = []
     for i, w in enumerate(resolved["workloads"]):
         kind = w["kind"]
+        if kind == "sampler":  # the runner itself (realkernel/sampler.py)
+            continue
         if kind == "program":
             lines.append(program_line(i, w))
             continue

@@ -76,14 +76,16 @@ def _simulate(d: dict, name: str, kernel: str, out: Path, log):
 def validate_boots(name_or_path: str, kernel: str = "6.12", *, boots: int = 1, out: Path | None = None,
                    overrides=None, timeout_s: float | None = None, vm_results: list | None = None, log=None,
                    calibrate: bool = False, costs: Path | None = None, trace_faults: bool = False,
-                   kernel_profile: bool = False) -> list:
+                   kernel_profile: bool = False, with_sampler: bool = True) -> list:
     """One simulation (deterministic) against `boots` boots, or against the saved VM results
     `vm_results`, one comparison each. With more than one, each is saved in out/bootN.
     `costs`: simulate with the VM costs measured by `numasim calibrate` (its profile or .json).
     `calibrate`: measure them in each boot before the workload (`numaw calibrate`) and simulate
     each boot with its own (bootN/sim.json). `trace_faults`: trace every hint fault in the VM.
-    `kernel_profile`: boot with profile=2 (vm.json kernel_profile: where kernel-mode ticks landed)."""
+    `kernel_profile`: boot with profile=2 (vm.json kernel_profile: where kernel-mode ticks landed).
+    `with_sampler`: simulate the VM's runner beside the workload (realkernel/sampler.py; on by default)."""
     from numasim.realkernel import calibrate as calmod
+    from numasim.realkernel import sampler
 
     log = log or (lambda m: None)
     d = scenario_dict(name_or_path, kernel, overrides)
@@ -99,7 +101,10 @@ def validate_boots(name_or_path: str, kernel: str = "6.12", *, boots: int = 1, o
         (out / "scenario.toml").write_text(to_toml(d))
         sim = None
     else:
-        sim, resolved = _simulate(d, name, kernel, out, log)
+        # with_sampler: the simulation has the VM's runner beside the workload
+        # (realkernel/sampler.py); the VM is given the workload alone
+        sim, _ = _simulate(sampler.add(copy.deepcopy(d)) if with_sampler else d, name, kernel, out, log)
+        resolved = numasim.resolve(to_toml(d))
     runs = list(vm_results) if vm_results else [None] * boots
     cmps = []
     for i, vm_result in enumerate(runs):
@@ -114,7 +119,10 @@ def validate_boots(name_or_path: str, kernel: str = "6.12", *, boots: int = 1, o
             if not cal:
                 raise RealKernelError(f"--calibrate: the VM result of boot {i + 1} has no calibration "
                                       "(it was run without `numaw calibrate`)")
-            boot_sim, _ = _simulate(calmod.apply(copy.deepcopy(d), cal), name, kernel, dest, log)
+            boot_d = calmod.apply(copy.deepcopy(d), cal)
+            if with_sampler:
+                sampler.add(boot_d, vm.raw)
+            boot_sim, _ = _simulate(boot_d, name, kernel, dest, log)
         cmps.append(_compare(boot_sim, vm, name, kernel, dest, timed=bool(calibrate or costs)))
     return cmps
 
@@ -187,7 +195,7 @@ def cmd_validate(args) -> int:
         cmps = validate_boots(args.scenario, k, boots=args.boots, out=out, overrides=overrides,
                               timeout_s=args.timeout, vm_results=vm_results or None, log=log,
                               calibrate=args.calibrate, costs=args.costs, trace_faults=args.trace_faults,
-                              kernel_profile=args.kernel_profile)
+                              kernel_profile=args.kernel_profile, with_sampler=not args.no_sampler)
         for cmp in cmps:
             if not args.json:
                 print(f"{cmp['scenario']} on {cmp['vm_kernel']} (simulated with the {cmp['profile']} profile); "
@@ -267,6 +275,10 @@ def register(subparsers, command) -> None:
                     help="boot with profile=2 and report the kernel functions that the CPUs' kernel-mode ticks "
                          "interrupted over the run (/proc/profile, the ticks counted as system time): vm.json "
                          "kernel_profile")
+    sp.add_argument("--no-sampler", action="store_true",
+                    help="simulate the workload alone, without the VM's runner beside it (by default a `sampler` "
+                         "workload takes the CPU time the boot's runner took per sample and per numa_maps read: "
+                         "realkernel/sampler.py, docs/realkernel.md, \"The runner as a task\")")
     sp.add_argument("--json", action="store_true", help="print the comparison as JSON")
     sp.add_argument("--strict", action="store_true",
                     help="exit 1 when a checked metric is outside ±25%% (with several boots: in a majority of them)")
